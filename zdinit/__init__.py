@@ -1,0 +1,1 @@
+"""zdinit: measure and speed up ZONE_DEVICE memmap initialisation."""

@@ -1,0 +1,5 @@
+import sys
+
+from zdinit.cli import main
+
+sys.exit(main())

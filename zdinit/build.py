@@ -1,0 +1,117 @@
+"""Configure and build kernel variants and the project's guest module."""
+import dataclasses
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+
+from zdinit import cache, deps, kconfig, proc, progress, source
+from zdinit.errors import ZdinitError
+
+MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
+
+# A variant is a kconfig fragment list plus whether the series is applied.
+VARIANTS = {
+    "base": (["zdinit"], False),
+    "patched": (["zdinit"], True),
+}
+
+
+@dataclasses.dataclass
+class Kernel:
+    variant: str
+    tree: pathlib.Path
+    out: pathlib.Path
+    bzimage: pathlib.Path
+    module: pathlib.Path
+    release: str
+
+
+def make_env():
+    """ccache shared across variant trees: paths relative to the cache root."""
+    env = dict(os.environ)
+    env.update(CCACHE_DIR=str(cache.ccache_dir()),
+               CCACHE_BASEDIR=str(cache.cache_dir()),
+               CCACHE_NOHASHDIR="1",
+               CCACHE_MAXSIZE=env.get("CCACHE_MAXSIZE", "10G"),
+               KBUILD_BUILD_TIMESTAMP="2025-01-01",
+               KBUILD_BUILD_USER="zdinit", KBUILD_BUILD_HOST="zdinit",
+               LC_ALL="C")
+    return env
+
+
+def jobs():
+    return str((os.cpu_count() or 1) + 1)
+
+
+def make_cmd(tree, out, *targets):
+    return ["make", "-C", str(tree), f"O={out}", "CC=ccache gcc",
+            f"-j{jobs()}", *targets]
+
+
+def configure(tree, out, fragments, env):
+    """tinyconfig + fragments + olddefconfig, verified; redone on change."""
+    paths = kconfig.fragment_paths(fragments)
+    wanted = kconfig.requested(paths)
+    key = hashlib.sha256(
+        "".join(p.read_text() for p in paths).encode()
+        + str(tree).encode()).hexdigest()[:16]
+    stamp = out / ".zdinit-config"
+    if stamp.exists() and stamp.read_text().strip() == key and \
+            (out / ".config").exists():
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    stamp.unlink(missing_ok=True)
+    log = out / "config.log"
+    proc.run_logged(make_cmd(tree, out, "tinyconfig"), log, "tinyconfig",
+                    env=env)
+    proc.run_logged([str(tree / "scripts/kconfig/merge_config.sh"), "-m",
+                     "-O", str(out), str(out / ".config")]
+                    + [str(p) for p in paths], out / "merge.log",
+                    "merge_config", env=env, cwd=tree)
+    proc.run_logged(make_cmd(tree, out, "olddefconfig"), log, "olddefconfig",
+                    env=env)
+    kconfig.verify(wanted, out / ".config")
+    stamp.write_text(key + "\n")
+
+
+def build_module(tree, out, env):
+    """Build module/ out of tree against this kernel, in its build dir."""
+    mdir = out / "zdinit-module"
+    shutil.rmtree(mdir, ignore_errors=True)
+    shutil.copytree(MODULE_SRC, mdir)
+    proc.run_logged(["make", "-C", str(tree), f"O={out}", "CC=ccache gcc",
+                     f"M={mdir}", "modules"], out / "module.log",
+                    "module build", env=env)
+    return mdir / "zd_memremap.ko"
+
+
+def build_tree(name, tree, fragments, out=None):
+    """Build bzImage, in-tree modules and the project module of one tree."""
+    out = out or cache.build_dir(name)
+    env = make_env()
+    cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
+    configure(tree, out, fragments, env)
+    progress.say(f"building kernel '{name}' in {out}")
+    took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules"),
+                           out / "build.log", f"build {name}", env=env)
+    progress.say(f"kernel '{name}' built in {took:.0f}s")
+    module = build_module(tree, out, env)
+    release = subprocess.run(
+        ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
+        capture_output=True, text=True, env=env).stdout.strip()
+    return Kernel(name, tree, out, out / "arch/x86/boot/bzImage", module,
+                  release)
+
+
+def build(variant):
+    if variant not in VARIANTS:
+        raise ValueError(variant)
+    fragments, patched = VARIANTS[variant]
+    deps.require_tool("ccache", "ccache")
+    patches = source.series() if patched else []
+    if patched and not patches:
+        raise ZdinitError("variant 'patched' needs patches/linux-6.12/series")
+    tree = source.variant_tree(variant, patches)
+    return build_tree(variant, tree, fragments)

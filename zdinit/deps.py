@@ -1,0 +1,57 @@
+"""Debian packages zdinit needs, installed idempotently with apt."""
+import os
+import shutil
+import subprocess
+
+from zdinit import progress
+from zdinit.errors import ZdinitError
+
+# Kernel build, guest userspace, QEMU, and the report's plot and tests.
+PACKAGES = [
+    "linux-source-6.12", "build-essential", "bc", "bison", "flex",
+    "libelf-dev", "libssl-dev", "cpio", "kmod", "xz-utils", "ccache",
+    "patch", "perl", "qemu-system-x86", "busybox-static", "ndctl",
+    "daxctl", "python3-matplotlib", "python3-pytest",
+]
+
+
+def missing_packages(packages=PACKAGES):
+    out = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev}\n"]
+        + packages, capture_output=True, text=True).stdout
+    installed = {line.split()[0] for line in out.splitlines()
+                 if len(line.split()) > 1 and line.split()[1] == "ii"}
+    return [p for p in packages if p not in installed]
+
+
+def ensure_packages(packages=PACKAGES):
+    if not shutil.which("dpkg-query"):
+        raise ZdinitError("zdinit needs a Debian system (dpkg-query not found)")
+    missing = missing_packages(packages)
+    if not missing:
+        return
+    if os.geteuid() != 0:
+        raise ZdinitError(
+            "missing packages: " + " ".join(missing)
+            + "; run as root or: sudo apt-get install " + " ".join(missing))
+    progress.say("apt: installing " + " ".join(missing))
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    for cmd in (["apt-get", "update", "-q"],
+                ["apt-get", "install", "-y", "-q", "--no-install-recommends"]
+                + missing):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:]
+            raise ZdinitError(f"{' '.join(cmd[:2])} failed: "
+                              f"{tail[0] if tail else 'no output'}")
+    still = missing_packages(packages)
+    if still:
+        raise ZdinitError("apt did not install: " + " ".join(still))
+
+
+def require_tool(name, package):
+    path = shutil.which(name)
+    if not path:
+        raise ZdinitError(f"'{name}' not found; install the Debian package "
+                          f"'{package}' (or run 'python3 -m zdinit setup')")
+    return path

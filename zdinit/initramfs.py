@@ -1,0 +1,71 @@
+"""Guest userspace: busybox, ndctl/daxctl with their libraries, our scripts."""
+import os
+import pathlib
+import shutil
+import subprocess
+import tempfile
+
+from zdinit import deps
+from zdinit.errors import ZdinitError
+
+GUEST = pathlib.Path(__file__).resolve().parent.parent / "guest"
+TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl", "daxctl": "daxctl"}
+
+
+def shared_libraries(binary):
+    """Absolute paths of every library ldd resolves for binary."""
+    out = subprocess.run(["ldd", binary], capture_output=True, text=True)
+    if "not a dynamic executable" in out.stdout + out.stderr:
+        return []
+    libs = []
+    for line in out.stdout.splitlines():
+        parts = line.split()
+        if "=>" in parts:
+            target = parts[parts.index("=>") + 1]
+            if target == "not":
+                raise ZdinitError(f"{binary}: library {parts[0]} not found")
+            libs.append(target)
+        elif parts and parts[0].startswith("/"):
+            libs.append(parts[0])  # the dynamic loader itself
+    return libs
+
+
+def _copy(src, root):
+    dst = root / src.lstrip("/")
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(os.path.realpath(src), dst)
+
+
+def build(kernel, dest):
+    """Write a gzip'd newc cpio for kernel to dest, atomically."""
+    binaries = {name: deps.require_tool(name, pkg) for name, pkg in TOOLS.items()}
+    with tempfile.TemporaryDirectory(prefix="zdinit-initramfs-") as tmp:
+        root = pathlib.Path(tmp) / "root"
+        for d in ("bin", "sbin", "proc", "sys", "dev", "tmp", "run", "etc",
+                  "zdinit", "lib/modules"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        shutil.copy2(binaries["busybox"], root / "bin/busybox")
+        for name in ("ndctl", "daxctl"):
+            _copy(binaries[name], root)
+            shutil.move(str(root / binaries[name].lstrip("/")),
+                        root / "bin" / name)
+            for lib in shared_libraries(binaries[name]):
+                _copy(lib, root)
+        shutil.copy2(GUEST / "init", root / "init")
+        shutil.copy2(GUEST / "scenario.sh", root / "zdinit/scenario.sh")
+        shutil.copy2(kernel.module, root / "zdinit/zd_memremap.ko")
+        for script in ("init", "zdinit/scenario.sh"):
+            os.chmod(root / script, 0o755)
+        tmp_out = pathlib.Path(str(dest) + ".tmp")
+        with open(tmp_out, "wb") as fh:
+            find = subprocess.Popen(["find", "."], cwd=root,
+                                    stdout=subprocess.PIPE)
+            cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "-R",
+                                     "0:0", "--quiet"], cwd=root,
+                                    stdin=find.stdout, stdout=subprocess.PIPE)
+            gz = subprocess.run(["gzip", "-1"], stdin=cpio.stdout, stdout=fh)
+            if find.wait() or cpio.wait() or gz.returncode:
+                tmp_out.unlink(missing_ok=True)
+                raise ZdinitError("building the initramfs failed (find/cpio/gzip)")
+        os.replace(tmp_out, dest)
+    return dest

@@ -1,0 +1,61 @@
+"""Kconfig fragments: parse them and check that olddefconfig kept them."""
+import pathlib
+import re
+
+from zdinit.errors import ZdinitError
+
+CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
+_SET = re.compile(r"^(CONFIG_\w+)=(.*)$")
+_UNSET = re.compile(r"^# (CONFIG_\w+) is not set$")
+
+
+def parse(text):
+    """Map each CONFIG_ symbol to its value; 'n' for '# ... is not set'."""
+    options = {}
+    for line in text.splitlines():
+        line = line.strip()
+        m = _SET.match(line)
+        if m:
+            options[m.group(1)] = m.group(2)
+            continue
+        m = _UNSET.match(line)
+        if m:
+            options[m.group(1)] = "n"
+    return options
+
+
+def fragment_paths(variant_fragments):
+    paths = [CONFIGS / f"{name}.config" for name in variant_fragments]
+    for path in paths:
+        if not path.is_file():
+            raise ZdinitError(f"kconfig fragment {path} not found")
+    return paths
+
+
+def requested(paths):
+    """Options of several fragments; later fragments win, as in merge_config."""
+    options = {}
+    for path in paths:
+        options.update(parse(path.read_text()))
+    return options
+
+
+def mismatches(wanted, dotconfig_text):
+    """(option, wanted, got) for every requested option that did not stick."""
+    have = parse(dotconfig_text)
+    bad = []
+    for option, value in wanted.items():
+        got = have.get(option, "n")
+        if got != value:
+            bad.append((option, value, got))
+    return bad
+
+
+def verify(wanted, dotconfig_path):
+    bad = mismatches(wanted, pathlib.Path(dotconfig_path).read_text())
+    if bad:
+        option, value, got = bad[0]
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise ZdinitError(
+            f"kconfig: {option}={value} was requested but olddefconfig set "
+            f"it to '{got}'{more}; a dependency is missing from the fragment")

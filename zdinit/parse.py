@@ -1,0 +1,113 @@
+"""Parse a guest console: zdinit markers and the kernel's own timing lines."""
+import dataclasses
+import json
+import re
+
+# Stock 6.12 prints milliseconds from jiffies; the zdinit series prints
+# microseconds from ktime and adds the strategy and the struct pages written.
+MEMMAP_LINE = re.compile(
+    r"memmap_init_zone_device initialised (?P<pages>\d+) pages in "
+    r"(?P<value>\d+)(?P<unit>ms|us)"
+    r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written)?")
+MEMREMAP_LINE = re.compile(r"zd_memremap: .* memremap (?P<ns>\d+) ns")
+SPLAT = re.compile(r"BUG:|WARNING:|Oops|KASAN:|general protection|"
+                   r"Kernel panic|possible circular locking|INFO: task .* blocked")
+
+
+@dataclasses.dataclass
+class MemmapInit:
+    pages: int
+    ms: float
+    strategy: str | None
+    written: int | None
+
+
+@dataclasses.dataclass
+class Step:
+    labels: dict
+    kmsg: list
+    memmap: list
+    memremap_ns: list
+
+    @property
+    def ms(self):
+        """Memmap initialisation time of this step (all ranges it mapped)."""
+        return sum(m.ms for m in self.memmap)
+
+    @property
+    def pages(self):
+        return sum(m.pages for m in self.memmap)
+
+
+@dataclasses.dataclass
+class GuestRun:
+    start: dict
+    steps: list
+    geometry: list
+    devices: list
+    region: dict
+    verify: dict | None
+    splats: list
+    rc: int | None
+
+
+def _labels(text):
+    """'a=1 b= c=x' -> {'a': '1', 'b': '', 'c': 'x'}."""
+    return dict(word.split("=", 1) for word in text.split() if "=" in word)
+
+
+def parse_memmap(line):
+    m = MEMMAP_LINE.search(line)
+    if not m:
+        return None
+    value = int(m.group("value"))
+    ms = value / 1000.0 if m.group("unit") == "us" else float(value)
+    written = m.group("written")
+    return MemmapInit(int(m.group("pages")), ms, m.group("strategy"),
+                      int(written) if written else None)
+
+
+def parse(console):
+    run = GuestRun({}, [], [], [], {}, None, [], None)
+    current = None
+    for raw in console.splitlines():
+        line = raw.strip()
+        if line.startswith("@@kmsg "):
+            kline = line[len("@@kmsg "):]
+            if SPLAT.search(kline):
+                run.splats.append(kline)
+            if current is None:
+                continue
+            current.kmsg.append(kline)
+            init = parse_memmap(kline)
+            if init:
+                current.memmap.append(init)
+            m = MEMREMAP_LINE.search(kline)
+            if m:
+                current.memremap_ns.append(int(m.group("ns")))
+            continue
+        if not line.startswith("@@zdinit "):
+            continue
+        kind, _, rest = line[len("@@zdinit "):].partition(" ")
+        if kind == "begin":
+            current = Step(_labels(rest), [], [], [])
+        elif kind == "done" and current is not None:
+            run.steps.append(current)
+            current = None
+        elif kind == "start":
+            run.start = _labels(rest)
+        elif kind == "geometry":
+            try:
+                run.geometry.append(json.loads(rest))
+            except ValueError:
+                run.geometry.append({"raw": rest})
+        elif kind == "device":
+            name, _, attrs = rest.partition(" ")
+            run.devices.append(dict(_labels(attrs), name=name))
+        elif kind == "region":
+            run.region = _labels(rest)
+        elif kind == "verify":
+            run.verify = {k: int(v) for k, v in _labels(rest).items()}
+        elif kind == "end":
+            run.rc = int(_labels(rest).get("rc", "-1"))
+    return run

@@ -1,0 +1,155 @@
+"""Boot a kernel in QEMU with emulated NVDIMMs and capture its console."""
+import dataclasses
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import threading
+import time
+
+from zdinit import cache, deps, progress
+from zdinit.errors import ZdinitError
+
+QEMU = "qemu-system-x86_64"
+SHM = pathlib.Path("/dev/shm")
+END_MARK = "@@zdinit end rc="
+
+
+@dataclasses.dataclass
+class Boot:
+    log: str
+    accel: str
+    wall_s: float
+
+
+def qemu_version():
+    ver = subprocess.run([deps.require_tool(QEMU, "qemu-system-x86"),
+                          "--version"], capture_output=True, text=True)
+    return ver.stdout.splitlines()[0] if ver.stdout else "unknown"
+
+
+def _base_cmd(accel, ram_mb, nvdimms):
+    cpu = "host" if accel == "kvm" else "max"
+    total = ram_mb + sum(size for _, size in nvdimms) // 2**20 + 1024
+    cmd = [QEMU, "-machine", "pc,nvdimm=on", "-accel", accel, "-cpu", cpu,
+           "-smp", "2", "-m", f"{ram_mb}M,slots={len(nvdimms) + 1},"
+           f"maxmem={total}M", "-nographic", "-no-reboot",
+           "-monitor", "none", "-net", "none"]
+    for i, (path, size) in enumerate(nvdimms):
+        cmd += ["-object", f"memory-backend-file,id=nvmem{i},share=on,"
+                f"mem-path={path},size={size}",
+                "-device", f"nvdimm,id=nvdimm{i},memdev=nvmem{i}"]
+    return cmd
+
+
+def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
+         timeout_s=600, log_path=None, label="guest"):
+    """Boot, stream the console into log_path, return the whole console.
+
+    The guest powers itself off; a guest that does not within timeout_s is
+    killed and reported with the tail of its console.
+    """
+    deps.require_tool(QEMU, "qemu-system-x86")
+    append = " ".join(["console=ttyS0", "panic=-1", "quiet"]
+                      + [f"zdinit.{k}={v}" for k, v in params.items()])
+    cmd = _base_cmd(accel, ram_mb, list(nvdimms)) + [
+        "-kernel", str(kernel.bzimage), "-initrd", str(initrd),
+        "-append", append]
+    started = time.monotonic()
+    lines = []
+    qemu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace")
+    timer = threading.Timer(timeout_s, qemu.kill)
+    timer.start()
+    log = open(log_path, "w") if log_path else None
+    try:
+        last = started
+        for line in qemu.stdout:
+            line = line.rstrip("\r\n")
+            lines.append(line)
+            if log:
+                log.write(line + "\n")
+            now = time.monotonic()
+            if line.startswith("@@zdinit done") and now - last > 10:
+                progress.say(f"{label}: {line[len('@@zdinit done '):]}")
+                last = now
+        qemu.wait()
+    finally:
+        timer.cancel()
+        if log:
+            log.close()
+        if qemu.poll() is None:
+            qemu.kill()
+    wall = time.monotonic() - started
+    text = "\n".join(lines)
+    ends = [l for l in lines if l.startswith(END_MARK)]
+    if not ends or ends[-1] != END_MARK + "0":
+        why = "timed out" if wall >= timeout_s else (
+            "guest scenario failed" if ends else "guest died before finishing")
+        errors = [l for l in lines if l.startswith("@@zdinit error")]
+        tail = "\n".join("    " + l for l in lines[-12:])
+        first = f" ({errors[0][len('@@zdinit error '):]})" if errors else ""
+        raise ZdinitError(f"{label}: {why}{first}; console log "
+                          f"{log_path or '(not kept)'}; last lines:\n{tail}")
+    return Boot(text, accel, wall)
+
+
+def _kvm_probe_key(kernel):
+    return f"{os.uname().release}|{qemu_version()}|{kernel.release}"
+
+
+def choose_accel(kernel, initrd):
+    """'kvm' only if a probe boot under KVM really reaches our init."""
+    if os.environ.get("ZDINIT_ACCEL") in ("kvm", "tcg"):
+        return os.environ["ZDINIT_ACCEL"], "forced by ZDINIT_ACCEL"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return "tcg", "/dev/kvm not available"
+    record = cache.cache_dir() / "kvm-probe.json"
+    key = _kvm_probe_key(kernel)
+    try:
+        known = json.loads(record.read_text())
+        if known.get("key") == key:
+            return known["accel"], known["why"]
+    except (OSError, ValueError):
+        pass
+    progress.say("probing whether KVM can boot a kernel here")
+    try:
+        boot(kernel, initrd, {"scenario": "probe"}, "kvm", timeout_s=60,
+             label="kvm probe")
+        result = ("kvm", "KVM probe boot succeeded")
+    except ZdinitError:
+        result = ("tcg", "/dev/kvm present but a probe boot failed "
+                  "(e.g. kvm_pvm); using TCG")
+    record.write_text(json.dumps({"key": key, "accel": result[0],
+                                  "why": result[1]}))
+    return result
+
+
+def image_dir(touched_bytes):
+    """tmpfs when the pages the guest will touch fit there, else the cache."""
+    margin = 1 << 30
+    if SHM.is_dir() and shutil.disk_usage(SHM).free > touched_bytes + margin:
+        return SHM
+    path = cache.cache_dir() / "images"
+    path.mkdir(exist_ok=True)
+    cache.require_free_space(path, touched_bytes + margin,
+                             "the NVDIMM backing image")
+    return path
+
+
+class SparseImage:
+    """A fresh sparse NVDIMM backing file, removed when done."""
+
+    def __init__(self, size, touched_bytes, tag):
+        self.path = image_dir(touched_bytes) / f"zdinit-{os.getpid()}-{tag}.img"
+        self.size = size
+
+    def __enter__(self):
+        with open(self.path, "wb") as fh:
+            fh.truncate(self.size)
+        return self
+
+    def __exit__(self, *exc):
+        self.path.unlink(missing_ok=True)

@@ -1,0 +1,117 @@
+"""The Debian linux-source-6.12 tree and the variants made from it."""
+import glob
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+
+from zdinit import cache, progress
+from zdinit.errors import ZdinitError
+
+TARBALL_GLOB = "/usr/src/linux-source-6.12.tar.*"
+PRISTINE = "linux-source-6.12"
+PATCHES = pathlib.Path(__file__).resolve().parent.parent / "patches" / "linux-6.12"
+_STAMP = ".zdinit-ready"
+
+
+def tarball():
+    found = sorted(glob.glob(TARBALL_GLOB))
+    if not found:
+        raise ZdinitError("Debian kernel source not found at "
+                          f"{TARBALL_GLOB}; run 'python3 -m zdinit setup'")
+    return pathlib.Path(found[-1])
+
+
+def pristine_tree():
+    """Unpack the Debian tarball once; a half-unpacked tree is never used."""
+    tree = cache.src_dir(PRISTINE)
+    if (tree / _STAMP).exists():
+        return tree
+    src = tarball()
+    cache.require_free_space(tree.parent, 2 << 30, "the kernel source")
+    tmp = tree.with_name(PRISTINE + ".unpacking")
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.rmtree(tree, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    progress.say(f"unpacking {src} into {tree}")
+    subprocess.run(["tar", "xf", str(src), "-C", str(tmp)], check=True)
+    top = tmp / PRISTINE
+    if not (top / "Makefile").exists():
+        raise ZdinitError(f"{src} does not contain {PRISTINE}/Makefile")
+    top.rename(tree)
+    tmp.rmdir()
+    (tree / _STAMP).write_text(src.name + "\n")
+    return tree
+
+
+def series(directory=PATCHES):
+    """Patch files in 'series' order; every listed file must exist."""
+    series_file = directory / "series"
+    if not series_file.exists():
+        return []
+    names = [line.strip() for line in series_file.read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    paths = [directory / name for name in names]
+    for path in paths:
+        if not path.is_file():
+            raise ZdinitError(f"series lists {path.name} but {path} is missing")
+    return paths
+
+
+def _digest(paths):
+    h = hashlib.sha256()
+    for path in paths:
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def apply_patch(tree, patch):
+    """Apply one patch, refusing cleanly (tree untouched) if it does not fit."""
+    args = ["patch", "-p1", "-s", "-N", "-d", str(tree), "-i", str(patch)]
+    dry = subprocess.run(args + ["--dry-run"], capture_output=True, text=True)
+    if dry.returncode != 0:
+        why = (dry.stdout + dry.stderr).strip().splitlines()
+        raise ZdinitError(
+            f"patch {patch.name} does not apply to Debian {PRISTINE}: "
+            f"{why[0] if why else 'patch failed'}; rebase the series")
+    subprocess.run(args, check=True, capture_output=True)
+
+
+def clone_tree(name):
+    """A fresh hard-linked copy of the pristine tree (patch breaks links)."""
+    base = pristine_tree()
+    tree = cache.src_dir(name)
+    tmp = tree.with_name(name + ".preparing")
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run(["cp", "-al", str(base), str(tmp)], check=True)
+    (tmp / _STAMP).unlink()
+    return tree, tmp
+
+
+def variant_tree(name, patches):
+    """Source tree for a variant: pristine for no patches, else a patched copy.
+
+    The copy is rebuilt whenever the series changes, and only replaces the
+    old tree once every patch applied.
+    """
+    if not patches:
+        return pristine_tree()
+    digest = _digest(patches)
+    tree = cache.src_dir(name)
+    stamp = tree / _STAMP
+    if stamp.exists() and stamp.read_text().strip() == digest:
+        return tree
+    tree, tmp = clone_tree(name)
+    progress.say(f"applying {len(patches)} patches for '{name}'")
+    try:
+        for patch in patches:
+            apply_patch(tmp, patch)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(tree, ignore_errors=True)
+    os.rename(tmp, tree)
+    stamp.write_text(digest + "\n")
+    return tree
