@@ -55,7 +55,7 @@ rebind() {
 }
 
 show_geometry() {
-	emit "geometry $(ndctl list -N -n $NS 2>/dev/null | tr -d ' \n')"
+	emit "geometry align=$1 $(ndctl list -N -n $NS 2>/dev/null | tr -d ' \n')"
 	for dev in /sys/bus/nd/devices/pfn* /sys/bus/nd/devices/dax*; do
 		[ -e "$dev/resource" ] || continue
 		cat "$dev/resource" > /dev/null 2>&1 || continue
@@ -73,7 +73,7 @@ bind_and_rebind() {
 	first=${STRATEGIES%% *}
 	set_strategy "$first"
 	step "phase=first strategy=$first align=$align" "$@"
-	show_geometry
+	show_geometry "$align"
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
 		for strategy in $STRATEGIES; do
@@ -87,7 +87,7 @@ bind_and_rebind() {
 devprivate() {
 	mod=/zdinit/zd_memremap.ko
 	[ -e $mod ] || fail "zd_memremap.ko missing from the initramfs"
-	emit "geometry {\"size\":$SIZE,\"mode\":\"devprivate\"}"
+	emit "geometry align= {\"size\":$SIZE,\"mode\":\"devprivate\"}"
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
 		for strategy in $STRATEGIES; do
@@ -104,15 +104,16 @@ devprivate() {
 # ranges that start and end off section and pageblock boundaries.
 memremap_matrix() {
 	mod=/zdinit/zd_memremap.ko
-	for geometry in $(param geometries ""); do
-		# type:size_mb:offset_mb:shift
-		IFS=: read -r type size offset shift <<EOF
+	for geometry in $(param geometries "" | tr + ' '); do
+		# type:size_mb:offset_mb:shift[:dump]
+		IFS=: read -r type size offset shift dump <<EOF
 $geometry
 EOF
 		for strategy in $STRATEGIES; do
 			set_strategy "$strategy"
 			step "phase=selftest strategy=$strategy geometry=$geometry" \
-				insmod $mod type=$type size_mb=$size offset_mb=$offset shift=$shift
+				insmod $mod type=$type size_mb=$size offset_mb=$offset \
+				shift=$shift dump=${dump:-0}
 			rmmod zd_memremap || fail "rmmod zd_memremap"
 		done
 	done

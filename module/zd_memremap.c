@@ -35,6 +35,10 @@ static unsigned int shift;
 module_param(shift, uint, 0444);
 MODULE_PARM_DESC(shift, "vmemmap_shift: 0 for order-0 pages, 9 for 2M, 18 for 1G");
 
+static bool dump;
+module_param(dump, bool, 0444);
+MODULE_PARM_DESC(dump, "print the first struct pages of the range, for the lab's test vectors");
+
 static unsigned int iterations = 1;
 module_param(iterations, uint, 0444);
 MODULE_PARM_DESC(iterations, "memremap_pages()/memunmap_pages() cycles");
@@ -54,6 +58,25 @@ static const struct dev_pagemap_ops zd_private_ops = {
 };
 
 static struct dev_pagemap zd_pgmap;
+
+/* Bytes of the struct pages a compound head and its first tails occupy. */
+#define ZD_DUMP_PAGES	4
+#define ZD_DUMP_CHUNK	32
+
+static void zd_dump(void)
+{
+	struct page *first = pfn_to_page(PHYS_PFN(zd_pgmap.range.start));
+	unsigned int i, off;
+
+	pr_info("zd_memremap: dump struct_page_size %zu head %px\n",
+		sizeof(struct page), first);
+	for (i = 0; i < ZD_DUMP_PAGES; i++)
+		for (off = 0; off < sizeof(struct page); off += ZD_DUMP_CHUNK)
+			pr_info("zd_memremap: dump page %u +%u %*phN\n", i, off,
+				(int)min_t(size_t, ZD_DUMP_CHUNK,
+					   sizeof(struct page) - off),
+				(u8 *)(first + i) + off);
+}
 
 static int __init zd_memremap_init(void)
 {
@@ -104,6 +127,8 @@ static int __init zd_memremap_init(void)
 			break;
 		}
 		total += dt;
+		if (dump && !i)
+			zd_dump();
 		pr_info("zd_memremap: %s range %#llx-%#llx shift %u memremap %llu ns\n",
 			type, zd_pgmap.range.start, zd_pgmap.range.end, shift,
 			dt);

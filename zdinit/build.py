@@ -26,6 +26,7 @@ class Kernel:
     bzimage: pathlib.Path
     module: pathlib.Path
     release: str
+    build_s: float = 0.0
 
 
 def make_env():
@@ -102,7 +103,7 @@ def build_tree(name, tree, fragments, out=None):
         ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
         capture_output=True, text=True, env=env).stdout.strip()
     return Kernel(name, tree, out, out / "arch/x86/boot/bzImage", module,
-                  release)
+                  release, took)
 
 
 def build(variant):

@@ -4,10 +4,14 @@ Everything lives under one directory, ``$ZDINIT_CACHE`` or
 ``~/.cache/zdinit``, so CI can keep it between runs and a fresh clone reuses
 it.  Layout::
 
-    src/linux-source-6.12/   pristine Debian tree (never modified)
-    src/<variant>/           hard-linked copy with the series applied
-    build/<variant>/         O= output directory of each kernel variant
-    ccache/                  compiler cache shared by every variant
+    pristine/linux-source-6.12/  the Debian tree as unpacked (never modified)
+    work/<variant>/linux/        hard-linked copy, the variant's patches applied
+    work/<variant>/build/        its O= output directory
+    ccache/                      compiler cache shared by every variant
+
+Every variant has the same shape, so the relative path from a build
+directory to its sources is always ../linux, and ccache (with CCACHE_BASEDIR
+at the cache root) hits across variants for every unchanged file.
     images/                  NVDIMM backing files when /dev/shm is too small
 """
 import os
@@ -25,12 +29,16 @@ def cache_dir():
     return path
 
 
-def src_dir(name):
-    return cache_dir() / "src" / name
+def pristine_dir(name):
+    return cache_dir() / "pristine" / name
 
 
-def build_dir(name):
-    return cache_dir() / "build" / name
+def src_dir(variant):
+    return cache_dir() / "work" / variant / "linux"
+
+
+def build_dir(variant):
+    return cache_dir() / "work" / variant / "build"
 
 
 def ccache_dir():

@@ -12,6 +12,8 @@ PACKAGES = [
     "libelf-dev", "libssl-dev", "cpio", "kmod", "xz-utils", "ccache",
     "patch", "perl", "qemu-system-x86", "busybox-static", "ndctl",
     "daxctl", "python3-matplotlib", "python3-pytest",
+    # checkpatch.pl's SPDX check imports these.
+    "python3-ply", "python3-git",
 ]
 
 

@@ -71,7 +71,10 @@ def parse(console):
     run = GuestRun({}, [], [], [], {}, None, [], None)
     current = None
     for raw in console.splitlines():
-        line = raw.strip()
+        # Firmware escape sequences can precede a marker on the same line.
+        at = min((i for i in (raw.find("@@zdinit "), raw.find("@@kmsg "))
+                  if i >= 0), default=0)
+        line = raw[at:].strip()
         if line.startswith("@@kmsg "):
             kline = line[len("@@kmsg "):]
             if SPLAT.search(kline):
@@ -97,10 +100,15 @@ def parse(console):
         elif kind == "start":
             run.start = _labels(rest)
         elif kind == "geometry":
+            labels, _, payload = rest.partition(" ")
             try:
-                run.geometry.append(json.loads(rest))
+                found = json.loads(payload)
             except ValueError:
-                run.geometry.append({"raw": rest})
+                found = {"raw": payload}
+            # ndctl prints one namespace as an object or a list of them.
+            while isinstance(found, list) and len(found) == 1:
+                found = found[0]
+            run.geometry.append(dict(_labels(labels), namespace=found))
         elif kind == "device":
             name, _, attrs = rest.partition(" ")
             run.devices.append(dict(_labels(attrs), name=name))

@@ -30,7 +30,9 @@ def qemu_version():
 
 
 def _base_cmd(accel, ram_mb, nvdimms):
-    cpu = "host" if accel == "kvm" else "max"
+    # TCG's default 40 physical address bits stop at 1 TiB, below a large
+    # NVDIMM placed above guest RAM; KVM takes the host's.
+    cpu = "host" if accel == "kvm" else "max,phys-bits=46"
     total = ram_mb + sum(size for _, size in nvdimms) // 2**20 + 1024
     cmd = [QEMU, "-machine", "pc,nvdimm=on", "-accel", accel, "-cpu", cpu,
            "-smp", "2", "-m", f"{ram_mb}M,slots={len(nvdimms) + 1},"

@@ -25,7 +25,7 @@ def tarball():
 
 def pristine_tree():
     """Unpack the Debian tarball once; a half-unpacked tree is never used."""
-    tree = cache.src_dir(PRISTINE)
+    tree = cache.pristine_dir(PRISTINE)
     if (tree / _STAMP).exists():
         return tree
     src = tarball()
@@ -80,24 +80,27 @@ def apply_patch(tree, patch):
 
 
 def clone_tree(name):
-    """A fresh hard-linked copy of the pristine tree (patch breaks links)."""
+    """A fresh hard-linked copy of the pristine tree, not yet in place.
+
+    GNU patch writes a new file and renames it over the old one, so
+    patching the copy never changes the pristine tree behind the links.
+    """
     base = pristine_tree()
     tree = cache.src_dir(name)
-    tmp = tree.with_name(name + ".preparing")
+    tmp = tree.with_name(tree.name + ".preparing")
     shutil.rmtree(tmp, ignore_errors=True)
+    tmp.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-al", str(base), str(tmp)], check=True)
     (tmp / _STAMP).unlink()
     return tree, tmp
 
 
 def variant_tree(name, patches):
-    """Source tree for a variant: pristine for no patches, else a patched copy.
+    """Source tree of a variant: a copy of the pristine tree plus patches.
 
     The copy is rebuilt whenever the series changes, and only replaces the
     old tree once every patch applied.
     """
-    if not patches:
-        return pristine_tree()
     digest = _digest(patches)
     tree = cache.src_dir(name)
     stamp = tree / _STAMP

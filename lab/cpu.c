@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+#include "cpu.h"
+
+#include <cpuid.h>
+#include <stdio.h>
+#include <string.h>
+
+/* CPUID bit positions: Intel SDM Vol. 2A, "CPUID", tables 3-8 and 3-10. */
+#define LEAF1_EDX_SSE2		(1u << 26)
+#define LEAF1_ECX_OSXSAVE	(1u << 27)
+#define LEAF7_EBX_AVX2		(1u << 5)
+#define LEAF7_EBX_AVX512F	(1u << 16)
+#define LEAF7_EBX_CLFLUSHOPT	(1u << 23)
+#define LEAF7_ECX_MOVDIR64B	(1u << 28)
+/* XCR0 state components: SSE|AVX (bits 1-2), opmask|ZMM_Hi256|Hi16_ZMM (5-7). */
+#define XCR0_AVX		0x06u
+#define XCR0_AVX512		0xe0u
+
+static unsigned long long xgetbv0(void)
+{
+	unsigned int lo, hi;
+
+	__asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+	return ((unsigned long long)hi << 32) | lo;
+}
+
+static unsigned int llc_kb(void)
+{
+	unsigned int best = 0;
+
+	for (int i = 0; i < 8; i++) {
+		char path[96];
+		unsigned int kb;
+		FILE *fh;
+
+		snprintf(path, sizeof(path),
+			 "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+		fh = fopen(path, "r");
+		if (!fh)
+			break;
+		if (fscanf(fh, "%uK", &kb) == 1 && kb > best)
+			best = kb;
+		fclose(fh);
+	}
+	return best;
+}
+
+static bool masked(const char *mask, const char *name)
+{
+	size_t len = strlen(name);
+	const char *p = mask;
+
+	while (p && *p) {
+		if (!strncmp(p, name, len) && (p[len] == ',' || !p[len]))
+			return true;
+		p = strchr(p, ',');
+		if (p)
+			p++;
+	}
+	return false;
+}
+
+void cpu_detect(struct cpu_features *f, const char *mask)
+{
+	unsigned int a, b, c, d, max_leaf;
+
+	memset(f, 0, sizeof(*f));
+	max_leaf = __get_cpuid_max(0, NULL);
+	if (__get_cpuid(1, &a, &b, &c, &d)) {
+		unsigned int base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
+
+		f->sse2 = d & LEAF1_EDX_SSE2;
+		f->family = base == 0xf ? base + ext : base;
+		f->model_id = ((a >> 4) & 0xf) | (((a >> 16) & 0xf) << 4);
+		f->stepping = a & 0xf;
+		if (c & LEAF1_ECX_OSXSAVE) {
+			unsigned long long xcr0 = xgetbv0();
+
+			f->os_avx = (xcr0 & XCR0_AVX) == XCR0_AVX;
+			f->os_avx512 = f->os_avx &&
+				       (xcr0 & XCR0_AVX512) == XCR0_AVX512;
+		}
+	}
+	if (max_leaf >= 7 && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+		f->avx2 = (b & LEAF7_EBX_AVX2) && f->os_avx;
+		f->avx512f = (b & LEAF7_EBX_AVX512F) && f->os_avx512;
+		f->clflushopt = b & LEAF7_EBX_CLFLUSHOPT;
+		f->movdir64b = c & LEAF7_ECX_MOVDIR64B;
+	}
+	if (__get_cpuid_max(0x80000000, NULL) >= 0x80000004) {
+		unsigned int *out = (unsigned int *)f->model;
+
+		for (unsigned int leaf = 0; leaf < 3; leaf++)
+			__get_cpuid(0x80000002 + leaf, &out[leaf * 4],
+				    &out[leaf * 4 + 1], &out[leaf * 4 + 2],
+				    &out[leaf * 4 + 3]);
+		f->model[48] = '\0';
+	}
+	f->llc_kb = llc_kb();
+
+	if (masked(mask, "sse2"))
+		f->sse2 = false;
+	if (masked(mask, "avx2"))
+		f->avx2 = false;
+	if (masked(mask, "avx512f"))
+		f->avx512f = false;
+	if (masked(mask, "movdir64b"))
+		f->movdir64b = false;
+	if (masked(mask, "clflushopt"))
+		f->clflushopt = false;
+}

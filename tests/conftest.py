@@ -1,0 +1,10 @@
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+DATA = ROOT / "tests" / "data"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "e2e: builds kernels and boots QEMU")

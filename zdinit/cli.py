@@ -1,0 +1,178 @@
+"""zdinit command line: thin wrappers around the modules that do the work."""
+import argparse
+import json
+import shlex
+import sys
+
+from zdinit import (bench, build, deps, initramfs, lab, progress, qemu,
+                    report, scenarios, selftest, series, source)
+from zdinit.errors import UsageError, ZdinitError
+
+KERNELS = ("base", "patched")
+STRATEGIES = ("auto", "slow", "template", "stream")
+
+
+def csv(text):
+    return [item for item in text.split(",") if item]
+
+
+def prepare_target(variant, strategies):
+    kernel = build.build(variant)
+    initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
+    return bench.Target(kernel, initrd,
+                        ("default",) if variant == "base" else tuple(strategies))
+
+
+def cmd_setup(args):
+    deps.ensure_packages()
+    source.pristine_tree()
+    progress.say("setup complete")
+
+
+def cmd_build(args):
+    for variant in args.variants:
+        if variant not in KERNELS:
+            raise UsageError(f"unknown kernel '{variant}'; choose from "
+                             + ", ".join(KERNELS))
+    deps.ensure_packages()
+    for variant in args.variants:
+        kernel = build.build(variant)
+        print(f"{variant}: {kernel.bzimage} ({kernel.release})")
+
+
+def cmd_check_series(args):
+    deps.ensure_packages()
+    for result in series.check(build_each=not args.no_build):
+        built = f", built in {result.build_s:.0f}s" if result.build_s else ""
+        print(f"{result.patch}: applies, checkpatch {result.checkpatch}{built}")
+
+
+def validate_bench(args):
+    kernels = csv(args.kernels)
+    for k in kernels:
+        if k not in KERNELS:
+            raise UsageError(f"unknown kernel '{k}'; choose from "
+                             + ", ".join(KERNELS))
+    strategies = csv(args.strategies)
+    for s in strategies:
+        if s not in STRATEGIES:
+            raise UsageError(f"unknown strategy '{s}'; choose from "
+                             + ", ".join(STRATEGIES))
+    if args.verify and "base" in kernels:
+        raise UsageError("--verify needs the patched kernel only: stock "
+                         "6.12 has no memmap self-check (use --kernels patched)")
+    if not 1 <= args.rounds <= 100:
+        raise UsageError("--rounds must be 1..100")
+    specs = scenarios.plan(csv(args.scenarios), args.size, args.n,
+                           csv(args.align) if args.align else None)
+    return kernels, strategies, specs
+
+
+def cmd_bench(args):
+    kernels, strategies, specs = validate_bench(args)
+    deps.ensure_packages()
+    bench.check_resources(specs)
+    targets = [prepare_target(k, strategies) for k in kernels]
+    accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
+    progress.say(f"accelerator: {accel} ({why})")
+    partial, final = report.new_results_dir()
+    try:
+        samples = bench.run_bench(targets, specs, args.rounds, accel,
+                                  partial / "logs", verify=args.verify)
+        results = {"command": "python3 -m zdinit " + shlex.join(sys.argv[1:]),
+                   "env": bench.environment(accel, why, targets),
+                   "runs": bench.runs_table(samples, specs)}
+        report.write(results, partial)
+    except BaseException:
+        failed = report.mark_failed(partial)
+        progress.say(f"incomplete run; logs kept in {failed}")
+        raise
+    final = report.publish(partial, final)
+    print(report.text_table(results["runs"]))
+    print(f"\nresults: {final} (results/latest)")
+
+
+def cmd_selftest(args):
+    deps.ensure_packages()
+    target = prepare_target("patched", STRATEGIES)
+    accel, why = qemu.choose_accel(target.kernel, target.initrd)
+    for line in selftest.run(target, accel, args.size):
+        print(line)
+
+
+def cmd_lab(args):
+    deps.ensure_packages()
+    print(lab.run(quick=args.quick))
+
+
+def cmd_capture_vectors(args):
+    deps.ensure_packages()
+    target = prepare_target("base", ("default",))
+    accel, _ = qemu.choose_accel(target.kernel, target.initrd)
+    print(lab.capture_vectors(target, accel))
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="python3 -m zdinit",
+        description="Measure and test ZONE_DEVICE memmap initialisation.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    sub.add_parser("setup", help="install packages, unpack the kernel source"
+                   ).set_defaults(func=cmd_setup)
+
+    b = sub.add_parser("build", help="build kernel variants")
+    b.add_argument("variants", nargs="*", default=list(KERNELS))
+    b.set_defaults(func=cmd_build)
+
+    c = sub.add_parser("check-series", help="apply each patch, checkpatch "
+                       "--strict it and build it")
+    c.add_argument("--no-build", action="store_true")
+    c.set_defaults(func=cmd_check_series)
+
+    r = sub.add_parser("bench", help="rebind ZONE_DEVICE ranges in QEMU and "
+                       "report memmap init times")
+    r.add_argument("--kernels", default="base,patched",
+                   help="comma list of: " + ", ".join(KERNELS))
+    r.add_argument("--scenarios", default=",".join(scenarios.SCENARIOS),
+                   help="comma list of: " + ", ".join(scenarios.SCENARIOS))
+    r.add_argument("--size", help="device size, e.g. 100G (default: per "
+                   "scenario, 100G; devprivate 64G)")
+    r.add_argument("--n", type=int, help="rebinds per strategy (default 30; "
+                   "devprivate 10)")
+    r.add_argument("--align", help="devdax alignments, e.g. 2M,1G")
+    r.add_argument("--strategies", default=",".join(STRATEGIES),
+                   help="patched kernel strategies, interleaved in each boot")
+    r.add_argument("--rounds", type=int, default=2,
+                   help="boots per kernel, alternating kernels (default 2)")
+    r.add_argument("--verify", action="store_true",
+                   help="compare every memmap with the slow path (patched)")
+    r.set_defaults(func=cmd_bench)
+
+    t = sub.add_parser("selftest", help="prove every strategy builds the "
+                       "slow path's memmap, byte for byte, in QEMU")
+    t.add_argument("--size", default="4G", help="NVDIMM size (default 4G)")
+    t.set_defaults(func=cmd_selftest)
+
+    lb = sub.add_parser("lab", help="native store-pattern benchmark")
+    lb.add_argument("--quick", action="store_true",
+                    help="small sizes and few repetitions")
+    lb.set_defaults(func=cmd_lab)
+
+    sub.add_parser("capture-vectors", help="record the struct page images "
+                   "of the base kernel for the lab"
+                   ).set_defaults(func=cmd_capture_vectors)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except ZdinitError as err:
+        print(f"zdinit: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("zdinit: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,130 @@
+"""Write a run's results: terminal table, summary.md, results.json, plot."""
+import datetime
+import json
+import os
+import pathlib
+
+RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
+
+
+def new_results_dir(root=RESULTS):
+    """A partial directory, made final by publish() once everything is in."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    final = root / stamp
+    partial = root / f".{stamp}.partial"
+    (partial / "logs").mkdir(parents=True)
+    return partial, final
+
+
+def publish(partial, final):
+    os.rename(partial, final)
+    latest = final.parent / "latest"
+    tmp = final.parent / ".latest.tmp"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(final.name)
+    os.replace(tmp, latest)
+    return final
+
+
+def mark_failed(partial):
+    failed = partial.with_name(partial.name.replace(".partial", "-FAILED")
+                               .lstrip("."))
+    os.rename(partial, failed)
+    return failed
+
+
+def _fmt_ms(v):
+    return "-" if v is None else f"{v:.2f}"
+
+
+def rows(runs):
+    out = []
+    for r in runs:
+        vs = r.get("vs_base")
+        ratio = "-" if not vs else (f"{vs['speedup']:.2f}x "
+                                     f"[{vs['ci95'][0]:.2f}-{vs['ci95'][1]:.2f}]")
+        strategy = r["strategy"]
+        if r.get("resolved") and r["resolved"] != [strategy]:
+            strategy += "->" + "/".join(r["resolved"])
+        out.append([r["scenario"] + (f" {r['align']}" if r.get("align") else ""),
+                    r["kernel"], strategy, str(r["pages"]),
+                    _fmt_ms(r["first_bind_ms"]), _fmt_ms(r["median_ms"]),
+                    _fmt_ms(r["p10_ms"]), _fmt_ms(r["p90_ms"]),
+                    _fmt_ms(r["min_ms"]), _fmt_ms(r["max_ms"]), str(r["n"]),
+                    ratio])
+    return out
+
+
+HEADER = ["scenario", "kernel", "strategy", "pages", "first ms", "median ms",
+          "p10", "p90", "min", "max", "N", "speedup vs base [95% CI]"]
+
+
+def text_table(runs):
+    table = [HEADER] + rows(runs)
+    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
+             for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(runs):
+    lines = ["| " + " | ".join(HEADER) + " |",
+             "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows(runs)]
+    return "\n".join(lines)
+
+
+def summary_md(results):
+    env = results["env"]
+    accel = env["accel"].upper()
+    return "\n".join([
+        "# zdinit bench",
+        "",
+        f"- command: `{results['command']}`",
+        f"- accelerator: {accel} ({env['accel_reason']})",
+        f"- kernels: " + ", ".join(f"{k} {v}" for k, v in env["kernels"].items()),
+        f"- host: {env['host_cpu']}, {env['host_cpus']} CPUs, "
+        f"Linux {env['host_kernel']}; {env['qemu']}",
+        f"- project revision: {env['project_rev']}",
+        "",
+        "Times are memmap_init_zone_device()'s own (pr_debug), per rebind;"
+        " medians over N rebinds, interleaved across boots and strategies.",
+        "Under TCG they count emulated instructions, not cache or memory "
+        "effects: see lab results for hardware." if accel == "TCG" else "",
+        "",
+        markdown_table(results["runs"]),
+        "",
+    ])
+
+
+def plot(runs, path):
+    """One panel per scenario: each kernel/strategy's samples and median."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = sorted({(r["scenario"], r.get("align") or "") for r in runs})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4),
+                             squeeze=False)
+    for ax, (scenario, align) in zip(axes[0], panels):
+        mine = [r for r in runs if r["scenario"] == scenario
+                and (r.get("align") or "") == align]
+        labels = [f"{r['kernel']}\n{r['strategy']}" for r in mine]
+        ax.boxplot([r["samples_ms"] for r in mine], showfliers=True)
+        ax.set_xticks(range(1, len(mine) + 1), labels, fontsize=7)
+        ax.set_title(f"{scenario} {align}".strip(), fontsize=9)
+        ax.set_ylabel("memmap init per rebind (ms)")
+        ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write(results, directory):
+    directory = pathlib.Path(directory)
+    (directory / "results.json").write_text(json.dumps(results, indent=1)
+                                            + "\n")
+    (directory / "summary.md").write_text(summary_md(results))
+    if results["runs"]:
+        plot(results["runs"], directory / "bench.png")

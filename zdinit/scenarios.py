@@ -1,0 +1,134 @@
+"""The experiments from the seeds: what each scenario does and checks."""
+import dataclasses
+import re
+
+from zdinit.errors import UsageError
+
+PAGE = 4096
+GiB = 1 << 30
+MiB = 1 << 20
+SECTION = 128 * MiB          # x86-64 memory section: hotplug granularity
+STRUCT_PAGE = 64             # sizeof(struct page) in the guest kernel
+REUSE_PAGES = 128            # struct pages per compound page with tail reuse
+ALIGNS = {"4K": 4096, "2M": 2 * MiB, "1G": GiB}
+MAX_SIZE = 1 << 40
+MAX_N = 1000
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    name: str
+    mode: str | None         # ndctl namespace mode; None: no NVDIMM
+    map: str | None          # where the memmap lives: dev (altmap) or mem
+    default_size: int
+    default_n: int
+    default_aligns: tuple
+    what: str
+
+    @property
+    def nvdimm(self):
+        return self.mode is not None
+
+
+SCENARIOS = {s.name: s for s in [
+    Scenario("fsdax-dev", "fsdax", "dev", 100 * GiB, 30, ("",),
+             "fsdax, map=dev: order-0 memmap in the device (altmap); "
+             "nd_pmem rebinds"),
+    Scenario("devdax-dev", "devdax", "dev", 100 * GiB, 30, ("2M",),
+             "devdax, map=dev: compound memmap in the device, no tail "
+             "reuse; dax_pmem rebinds"),
+    Scenario("devdax-mem", "devdax", "mem", 100 * GiB, 30, ("2M", "1G"),
+             "devdax, map=mem: compound memmap in RAM with vmemmap tail "
+             "reuse"),
+    Scenario("fsdax-mem", "fsdax", "mem", 100 * GiB, 30, ("",),
+             "fsdax, map=mem: order-0 memmap in RAM"),
+    Scenario("devprivate", None, "mem", 64 * GiB, 10, ("",),
+             "DEVICE_PRIVATE memremap_pages() of RAM-less device memory, "
+             "memmap in RAM"),
+]}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    scenario: Scenario
+    size: int
+    n: int
+    aligns: tuple
+
+    def memmap_ram_bytes(self):
+        """Guest RAM the memmap needs (0 when it lives in the device)."""
+        if self.scenario.map == "dev":
+            return 0
+        if self.scenario.mode == "devdax":
+            smallest = min(ALIGNS[a] for a in self.aligns)
+            per = REUSE_PAGES if smallest >= 2 * MiB else smallest // PAGE
+            return self.size // smallest * per * STRUCT_PAGE
+        return self.size // PAGE * STRUCT_PAGE
+
+    def guest_ram_mb(self):
+        need = 1024 * MiB + self.memmap_ram_bytes() * 5 // 4
+        return -(-need // (256 * MiB)) * 256
+
+    def image_touched_bytes(self):
+        """Bytes of the NVDIMM image the guest writes: info block + memmap."""
+        memmap = self.size // PAGE * STRUCT_PAGE if self.scenario.map == "dev" else 0
+        return memmap + 64 * MiB
+
+
+def parse_size(text):
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.I)
+    if not m:
+        raise UsageError(f"bad size '{text}': use e.g. 4G, 512M, 100G")
+    scale = {"": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}
+    return int(float(m.group(1)) * scale[m.group(2).upper()])
+
+
+def plan(names, size=None, n=None, aligns=None):
+    """Validate options and return one RunSpec per scenario."""
+    specs = []
+    for name in names:
+        if name not in SCENARIOS:
+            raise UsageError(f"unknown scenario '{name}'; choose from "
+                             + ", ".join(SCENARIOS))
+        sc = SCENARIOS[name]
+        sz = parse_size(size) if isinstance(size, str) else (size or sc.default_size)
+        count = sc.default_n if n is None else n
+        al = tuple(aligns) if aligns and sc.mode == "devdax" else sc.default_aligns
+        if not 1 <= count <= MAX_N:
+            raise UsageError(f"--n must be 1..{MAX_N}, not {count}")
+        if sz < 2 * SECTION or sz % SECTION or sz > MAX_SIZE:
+            raise UsageError(f"{name}: size {sz} must be a multiple of 128M "
+                             f"between 256M and 1T")
+        for a in al:
+            if sc.mode != "devdax":
+                continue
+            if a not in ALIGNS:
+                raise UsageError(f"unknown align '{a}'; choose from "
+                                 + ", ".join(ALIGNS))
+            if sz < 2 * ALIGNS[a] or sz % ALIGNS[a]:
+                raise UsageError(f"{name}: align {a} needs a size that is a "
+                                 f"multiple of {a} and at least twice it")
+        specs.append(RunSpec(sc, sz, count, al))
+    return specs
+
+
+def expected_pages(spec, run, align):
+    """pfns memmap_init_zone_device() must report, from the guest geometry."""
+    if not spec.scenario.nvdimm:
+        return spec.size // PAGE
+    if spec.scenario.map == "dev":
+        # The altmap reserve (info block + memmap) precedes the data area,
+        # and ndctl reports the size of the data area alone.
+        for geometry in run.geometry:
+            if geometry.get("align") == align:
+                return geometry["namespace"]["size"] // PAGE
+        raise KeyError(f"no geometry for align '{align}' in the guest log")
+    return int(run.region["size"]) // PAGE
+
+
+def expected_written(spec, pages, align):
+    """struct pages written: fewer than pfns only with vmemmap tail reuse."""
+    if spec.scenario.mode == "devdax" and spec.scenario.map == "mem" \
+            and ALIGNS[align] >= 2 * MiB:
+        return pages // (ALIGNS[align] // PAGE) * REUSE_PAGES
+    return pages
