@@ -354,11 +354,20 @@ void memmap_reference(const struct images *img, const struct geometry *g,
 	set_pageblocks(pageblocks, first_pfn, nr_pfns);
 }
 
-void floor_fill(enum strategy s, unsigned char *dst, size_t len)
+/*
+ * The floor streams the order-0 image itself, not zeros: some CPUs write
+ * all-zero lines faster than any others (AMD Zen elides the allocation),
+ * which would make a floor no memmap can reach.
+ */
+void floor_fill(enum strategy s, unsigned char *dst, size_t len,
+		const struct images *img)
 {
-	static const unsigned char zero_line[LINE] __attribute__((aligned(LINE)));
+	unsigned char pattern[MAX_PAGE_SIZE * LINE / 8];
+	size_t period = img->size / gcd(img->size, LINE);
 
-	stream_function(s)(dst, zero_line, len / LINE, 1);
+	for (size_t i = 0; i < period * LINE; i++)
+		pattern[i] = img->order0[i % img->size];
+	stream_function(s)(dst, pattern, len / LINE, period);
 	_mm_sfence();
 }
 

@@ -87,8 +87,9 @@ void memmap_reference(const struct images *img, const struct geometry *g,
 		      unsigned char *memmap, unsigned char *pageblocks,
 		      size_t first_pfn, size_t nr_pfns);
 
-/* The physical floor: stream a constant line over len bytes. */
-void floor_fill(enum strategy s, unsigned char *dst, size_t len);
+/* The physical floor: stream the order-0 image over len bytes. */
+void floor_fill(enum strategy s, unsigned char *dst, size_t len,
+		const struct images *img);
 
 int images_load(struct images *img, const char *path);
 /* Synthetic images of another struct page size, for layout tests. */

@@ -206,7 +206,7 @@ static void run_job(struct job *j)
 	if (j->floor)
 		floor_fill(j->strategy, j->memmap +
 			   geometry_written(j->geom, j->first_pfn) * j->img->size,
-			   j->floor_len);
+			   j->floor_len, j->img);
 	else
 		memmap_write(j->strategy, j->img, j->geom, j->memmap,
 			     j->pageblocks, j->first_pfn, j->nr_pfns);
@@ -329,7 +329,9 @@ static bool verify_case(enum strategy s, const struct images *img,
 			int threads)
 {
 	const size_t guard = 4096;
-	size_t span = (first + count) * img->size, len = span + 2 * guard;
+	size_t span = (first + count) * img->size;
+	/* aligned_alloc() wants a multiple of the alignment. */
+	size_t len = (span + 2 * guard + guard - 1) / guard * guard;
 	size_t pbs = (first + count) / PAGEBLOCK_PAGES + 2;
 	unsigned char *want = malloc(len), *got = aligned_alloc(4096, len);
 	unsigned char *pb_want = calloc(pbs, 1), *pb_got = calloc(pbs, 1);

@@ -1,0 +1,35 @@
+# zdinit: the two entry points are 'make bench' and 'make test'; both set
+# up what they need first (Debian packages, kernel source in the cache).
+# Debian's own python3: its apt packages (pytest, matplotlib) are the deps.
+PYTHON ?= /usr/bin/python3
+ZDINIT := $(PYTHON) -m zdinit
+
+.PHONY: setup bench test test-unit lab selftest check-series clean
+
+setup:
+	$(ZDINIT) setup
+
+# The main job: base vs patched 6.12 on emulated NVDIMMs (100 GB, N=30).
+bench: setup
+	$(ZDINIT) bench
+
+# Unit tests, the lab's byte-equality and sanitizer tests, then the
+# end-to-end tests: every patch applied, checkpatch'd and built, every
+# scenario booted small on both kernels, the memmap equality test.
+test: setup
+	$(PYTHON) -m pytest -v tests
+
+test-unit: setup
+	$(PYTHON) -m pytest -v -m "not e2e" tests
+
+lab: setup
+	$(ZDINIT) lab
+
+selftest: setup
+	$(ZDINIT) selftest
+
+check-series: setup
+	$(ZDINIT) check-series
+
+clean:
+	$(MAKE) -C lab clean
