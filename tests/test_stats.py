@@ -35,3 +35,7 @@ def test_speedup_is_deterministic():
 
 def test_percentile_single_value():
     assert stats.percentile([7.0], 90) == 7.0
+
+
+def test_no_ratio_below_the_base_resolution():
+    assert stats.speedup([0.0, 0.0, 1.0], [0.1, 0.1, 0.1]) is None

@@ -160,6 +160,8 @@ def runs_table(samples, specs):
         if base and kernel != "base" and base["samples_ms"]:
             record["vs_base"] = stats.speedup(base["samples_ms"],
                                               e["samples_ms"])
+            if record["vs_base"] is None:
+                record["vs_base_note"] = "base below its 1 ms resolution"
         runs.append(record)
     return runs
 

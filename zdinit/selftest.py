@@ -66,7 +66,7 @@ def run(target, accel, size="4G"):
         samples = bench.run_bench([target], specs, 1, accel,
                                   pathlib.Path(logs), verify=True)
     for (scenario, align, _, strategy), entry in sorted(samples.items()):
-        out.append(f"{scenario} {align} {strategy}->"
+        out.append(f"{scenario}{' ' + align if align else ''} {strategy}->"
                    f"{'/'.join(sorted(entry['resolved']))}: "
                    f"{len(entry['samples_ms'])} rebinds verified")
     return out

@@ -36,14 +36,19 @@ def speedup(base, other):
     """base median / other median with a 95% bootstrap interval.
 
     Values above 1 mean 'other' is faster.  Each resample draws both sets
-    with replacement, so the interval reflects the spread of both.
+    with replacement, so the interval reflects the spread of both.  None
+    when either median is 0: stock kernels time in whole jiffies, and a
+    range below one jiffy has no ratio.
     """
+    if not statistics.median(base) or not statistics.median(other):
+        return None
     point = statistics.median(base) / statistics.median(other)
     rng = random.Random(BOOTSTRAP_SEED)
     ratios = []
     for _ in range(BOOTSTRAP_RESAMPLES):
         b = statistics.median(rng.choices(base, k=len(base)))
         o = statistics.median(rng.choices(other, k=len(other)))
-        ratios.append(b / o)
+        if o:
+            ratios.append(b / o)
     return {"speedup": point, "ci95": [percentile(ratios, 2.5),
                                        percentile(ratios, 97.5)]}
