@@ -9,7 +9,7 @@ MEMMAP_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in "
     r"(?P<value>\d+)(?P<unit>ms|us)"
     r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written)?")
-MEMREMAP_LINE = re.compile(r"zd_memremap: .* memremap (?P<ns>\d+) ns")
+MEMREMAP_LINE = re.compile(r"zd_memremap: \w+ range \S+ shift \d+ memremap (?P<ns>\d+) ns")
 SPLAT = re.compile(r"BUG:|WARNING:|Oops|KASAN:|general protection|"
                    r"Kernel panic|possible circular locking|INFO: task .* blocked")
 

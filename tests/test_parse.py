@@ -1,0 +1,101 @@
+"""Parsing real guest consoles captured from zdinit runs (tests/data)."""
+import pytest
+
+from conftest import DATA
+from zdinit import bench, parse, scenarios
+from zdinit.errors import ZdinitError
+
+G = 1 << 30
+
+
+def load(name):
+    return parse.parse((DATA / name).read_text())
+
+
+def test_stock_kernel_line_in_milliseconds():
+    init = parse.parse_memmap(
+        "[    1.2] memmap_init_zone_device initialised 26083328 pages in 1042ms")
+    assert (init.pages, init.ms, init.strategy, init.written) == \
+        (26083328, 1042.0, None, None)
+
+
+def test_patched_kernel_line_in_microseconds():
+    init = parse.parse_memmap(
+        "memmap_init_zone_device initialised 1048576 pages in 6840us, "
+        "template, 262144 struct pages written")
+    assert (init.pages, init.ms, init.strategy, init.written) == \
+        (1048576, 6.84, "template", 262144)
+
+
+def test_base_fsdax_dev_log():
+    run = load("fsdax-dev-base.log")
+    assert run.rc == 0 and not run.splats
+    assert run.start["scenario"] == "fsdax-dev"
+    phases = [s.labels["phase"] for s in run.steps]
+    assert phases[0] == "first" and phases.count("rebind") == 3
+    for step in run.steps:
+        assert len(step.memmap) == 1
+        assert step.memmap[0].strategy is None
+        assert step.labels["strategy"] == "default"
+    # map=dev: pfns = the data area ndctl reports, after the altmap reserve.
+    spec = scenarios.plan(["fsdax-dev"], size="4G")[0]
+    want = scenarios.expected_pages(spec, run, "")
+    assert want == run.geometry[0]["namespace"]["size"] // 4096
+    assert all(s.pages == want for s in run.steps)
+    bench.check_run(spec, run, None, "fsdax-dev base", verify=False)
+
+
+def test_patched_devdax_mem_log_shows_tail_reuse():
+    run = load("devdax-mem-patched.log")
+    spec = scenarios.plan(["devdax-mem"], size="4G")[0]
+    bench.check_run(spec, run, None, "devdax-mem patched", verify=False)
+    by_align = {}
+    for step in run.steps:
+        by_align.setdefault(step.labels["align"], set()).add(step.memmap[0].written)
+    assert by_align == {"2M": {262144}, "1G": {512}}
+    strategies = {s.labels["strategy"] for s in run.steps}
+    assert strategies == {"auto", "slow", "template", "stream"}
+
+
+def test_patched_devprivate_log():
+    run = load("devprivate-patched.log")
+    assert len(run.steps) == 12           # 3 rounds x 4 strategies
+    for step in run.steps:
+        assert step.pages == 4 * G // 4096
+        assert len(step.memremap_ns) == 1 and step.memremap_ns[0] > step.ms * 1e6 * 0.5
+
+
+def test_check_run_fails_on_a_verification_mismatch():
+    text = (DATA / "devdax-mem-patched.log").read_text()
+    text = text.replace("@@zdinit end rc=0",
+                        "@@zdinit verify checked=1000 mismatches=3\n@@zdinit end rc=0")
+    run = parse.parse(text)
+    spec = scenarios.plan(["devdax-mem"], size="4G")[0]
+    with pytest.raises(ZdinitError, match="3 struct pages differ"):
+        bench.check_run(spec, run, None, "x", verify=True)
+
+
+def test_check_run_fails_on_a_wrong_page_count():
+    text = (DATA / "fsdax-dev-base.log").read_text().replace(
+        "initialised 1031680 pages", "initialised 1031679 pages", 1)
+    run = parse.parse(text)
+    spec = scenarios.plan(["fsdax-dev"], size="4G")[0]
+    with pytest.raises(ZdinitError, match="geometry says 1031680"):
+        bench.check_run(spec, run, None, "x", verify=False)
+
+
+def test_check_run_fails_on_a_kernel_warning():
+    text = (DATA / "fsdax-dev-base.log").read_text().replace(
+        "@@zdinit end rc=0",
+        "@@kmsg [    9.9] WARNING: CPU: 0 PID: 1 at mm/mm_init.c:1 x\n@@zdinit end rc=0")
+    run = parse.parse(text)
+    spec = scenarios.plan(["fsdax-dev"], size="4G")[0]
+    with pytest.raises(ZdinitError, match="WARNING"):
+        bench.check_run(spec, run, None, "x", verify=False)
+
+
+def test_markers_after_firmware_escape_codes():
+    run = parse.parse("Booting\x1b[2J@@zdinit start scenario=x kernel=y size=1\n"
+                      "@@zdinit end rc=0\n")
+    assert run.start == {"scenario": "x", "kernel": "y", "size": "1"}
+    assert run.rc == 0
