@@ -119,6 +119,144 @@ EOF
 	done
 }
 
+# A pass/fail check the host tabulates: "check name=... result=pass|fail ...".
+check() {
+	name=$1 result=$2
+	shift 2
+	emit "check name=$name result=$result $*"
+}
+
+last_strategy() {
+	cat $KNOBS/last_strategy 2>/dev/null || echo none
+}
+
+# Persistent data must survive memmap re-initialisation: fill a device-dax
+# mapping, then verify every byte after each rebind with each strategy.
+integrity_devdax() {
+	bytes=$(param check_bytes 536870912)
+	set_strategy "${STRATEGIES%% *}"
+	step "phase=first strategy=${STRATEGIES%% *} align=2M" \
+		ndctl create-namespace -f -e $NS -m devdax -M dev -a 2M
+	step "phase=fill strategy=none align=2M" /zdinit/zdcheck fill /dev/dax0.0 "$bytes" 7
+	round=1
+	while [ $round -le "$ROUNDS" ]; do
+		for strategy in $STRATEGIES; do
+			set_strategy "$strategy"
+			step "phase=rebind strategy=$strategy align=2M iter=$round" rebind
+			if out=$(/zdinit/zdcheck verify /dev/dax0.0 "$bytes" 7 2>&1); then
+				result=pass
+			else
+				result=fail
+			fi
+			check devdax-integrity $result strategy=$strategy \
+				used=$(last_strategy) bytes=$bytes "detail=$(echo $out | tr ' ' _)"
+		done
+		round=$((round + 1))
+	done
+}
+
+# The same for files on ext4 mounted with DAX.
+integrity_fsdax() {
+	set_strategy "${STRATEGIES%% *}"
+	step "phase=first strategy=${STRATEGIES%% *} align=" \
+		ndctl create-namespace -f -e $NS -m fsdax -M dev
+	mkfs.ext4 -q -F /dev/pmem0 || fail "mkfs.ext4 /dev/pmem0"
+	mkdir -p /mnt
+	mount -o dax /dev/pmem0 /mnt || fail "mount -o dax"
+	grep -q "/mnt ext4 .*dax" /proc/mounts || fail "ext4 did not mount with dax"
+	for i in 1 2 3 4 5 6 7 8; do
+		dd if=/dev/urandom of=/mnt/file$i bs=1M count=8 2>/dev/null ||
+			fail "writing /mnt/file$i"
+	done
+	(cd /mnt && sha256sum file*) > /tmp/sums
+	umount /mnt
+	round=1
+	while [ $round -le "$ROUNDS" ]; do
+		for strategy in $STRATEGIES; do
+			set_strategy "$strategy"
+			step "phase=rebind strategy=$strategy align= iter=$round" rebind
+			mount -o dax /dev/pmem0 /mnt || fail "remount -o dax"
+			if (cd /mnt && sha256sum -c /tmp/sums >/dev/null 2>&1); then
+				result=pass
+			else
+				result=fail
+			fi
+			umount /mnt
+			check fsdax-integrity $result strategy=$strategy \
+				used=$(last_strategy) files=8 bytes=$((8 * 8 << 20))
+		done
+		round=$((round + 1))
+	done
+}
+
+# With the page_ref_set tracepoint on, the memmap must take the slow path
+# (a copy would not report set_page_count()), and events must be traced.
+tracepoint_guard() {
+	events=/sys/kernel/tracing/events/page_ref/page_ref_set/enable
+	mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+	[ -w $events ] || fail "no page_ref_set tracepoint (CONFIG_DEBUG_PAGE_REF?)"
+	set_strategy auto
+	step "phase=first strategy=auto align=" ndctl create-namespace -f -e $NS -m fsdax -M dev
+	step "phase=rebind strategy=auto align= iter=off1" rebind
+	check tracepoint-off-before pass used=$(last_strategy)
+	echo > /sys/kernel/tracing/trace
+	echo 1 > $events
+	step "phase=rebind strategy=auto align= iter=on" rebind
+	echo 0 > $events
+	check tracepoint-on pass used=$(last_strategy) \
+		events=$(grep -c page_ref_set /sys/kernel/tracing/trace)
+	step "phase=rebind strategy=auto align= iter=off2" rebind
+	check tracepoint-off-after pass used=$(last_strategy)
+}
+
+# 50 create/destroy cycles of a map=mem namespace: free memory must come
+# back (a lost memmap would cost size/64 a cycle), kmemleak must be quiet.
+churn() {
+	cycles=$(param cycles 50)
+	ndctl create-namespace -f -e $NS -m fsdax -M mem >/dev/null || fail "create"
+	ndctl create-namespace -f -e $NS -m raw >/dev/null || fail "raw"
+	free0=$(awk '/MemFree/ {print $2}' /proc/meminfo)
+	i=0
+	while [ $i -lt "$cycles" ]; do
+		ndctl create-namespace -f -e $NS -m fsdax -M mem >/dev/null ||
+			fail "create cycle $i"
+		ndctl create-namespace -f -e $NS -m raw >/dev/null || fail "raw cycle $i"
+		i=$((i + 1))
+	done
+	free1=$(awk '/MemFree/ {print $2}' /proc/meminfo)
+	leaks=none
+	if [ -w /sys/kernel/debug/kmemleak ]; then
+		echo scan > /sys/kernel/debug/kmemleak
+		sleep 5
+		echo scan > /sys/kernel/debug/kmemleak
+		leaks=$(grep -c "unreferenced object" /sys/kernel/debug/kmemleak)
+	fi
+	check churn pass cycles=$cycles memfree_start_kb=$free0 \
+		memfree_end_kb=$free1 kmemleak=$leaks
+}
+
+# A DEVICE_PRIVATE range whose memmap cannot fit in RAM must fail and
+# unwind; a normal one must still work afterwards.
+devprivate_too_large() {
+	mod=/zdinit/zd_memremap.ko
+	if insmod $mod type=private size_mb=$((256 * 1024)) 2>/dev/null; then
+		rmmod zd_memremap
+		check devprivate-too-large fail "detail=256G_memremap_succeeded"
+		return
+	fi
+	insmod $mod type=private size_mb=1024 || fail "1G memremap after the failure"
+	rmmod zd_memremap
+	check devprivate-too-large pass "detail=256G_refused,1G_ok"
+}
+
+# What the kernel's sanitizers and debug options say while ranges come and go.
+debug_kernel() {
+	set_strategy auto
+	step "phase=first strategy=auto align=" ndctl create-namespace -f -e $NS -m fsdax -M dev
+	step "phase=rebind strategy=auto align= iter=1" rebind
+	check debug-strategy pass used=$(last_strategy)
+}
+
 report_verify() {
 	[ "$VERIFY" = 1 ] || return 0
 	emit "verify checked=$(cat $KNOBS/verify_checked) mismatches=$(cat $KNOBS/verify_mismatches)"
@@ -142,6 +280,12 @@ devdax-mem)
 devprivate) devprivate ;;
 memremap-matrix) memremap_matrix ;;
 probe) ;;
+integrity-devdax) integrity_devdax ;;
+integrity-fsdax) integrity_fsdax ;;
+tracepoint) tracepoint_guard ;;
+churn) churn ;;
+devprivate-too-large) devprivate_too_large ;;
+debug) debug_kernel; churn; devprivate_too_large ;;
 *) fail "unknown scenario '$SCENARIO'" ;;
 esac
 report_verify

@@ -15,6 +15,10 @@ MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
 VARIANTS = {
     "base": (["zdinit"], False),
     "patched": (["zdinit"], True),
+    # The series with the page_ref tracepoints, for the tracepoint guard.
+    "trace": (["zdinit", "trace"], True),
+    # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
+    "debug": (["zdinit", "debug"], True),
 }
 
 

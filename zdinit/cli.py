@@ -5,10 +5,11 @@ import shlex
 import sys
 
 from zdinit import (bench, build, deps, initramfs, lab, progress, qemu,
-                    report, scenarios, selftest, series, source)
+                    report, safety, scenarios, selftest, series, source)
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
+VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = ("auto", "slow", "template", "stream")
 
 
@@ -23,6 +24,18 @@ def prepare_target(variant, strategies):
                         ("default",) if variant == "base" else tuple(strategies))
 
 
+def cmd_safety(args):
+    deps.ensure_packages()
+    jobs = safety.FULL if args.full else safety.REDUCED
+    variants = sorted({v for job in jobs for v in job.kernels})
+    targets = {v: prepare_target(v, STRATEGIES if v == "patched" else ("auto",))
+               for v in variants}
+    first = targets[variants[0]]
+    accel, _ = qemu.choose_accel(first.kernel, first.initrd)
+    final = safety.run(targets, accel, full=args.full)
+    print(f"\nresults: {final} (results/latest)")
+
+
 def cmd_setup(args):
     deps.ensure_packages()
     source.pristine_tree()
@@ -31,9 +44,9 @@ def cmd_setup(args):
 
 def cmd_build(args):
     for variant in args.variants:
-        if variant not in KERNELS:
+        if variant not in VARIANTS:
             raise UsageError(f"unknown kernel '{variant}'; choose from "
-                             + ", ".join(KERNELS))
+                             + ", ".join(VARIANTS))
     deps.ensure_packages()
     for variant in args.variants:
         kernel = build.build(variant)
@@ -153,6 +166,12 @@ def parser():
                        "slow path's memmap, byte for byte, in QEMU")
     t.add_argument("--size", default="4G", help="NVDIMM size (default 4G)")
     t.set_defaults(func=cmd_selftest)
+
+    sf = sub.add_parser("safety", help="data integrity, guards, churn and "
+                        "debug-kernel checks in QEMU, base vs patched")
+    sf.add_argument("--full", action="store_true",
+                    help="add the tracepoint and KASAN/lockdep kernels")
+    sf.set_defaults(func=cmd_safety)
 
     lb = sub.add_parser("lab", help="native store-pattern benchmark")
     lb.add_argument("--quick", action="store_true",

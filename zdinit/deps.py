@@ -11,7 +11,7 @@ PACKAGES = [
     "linux-source-6.12", "build-essential", "bc", "bison", "flex",
     "libelf-dev", "libssl-dev", "cpio", "kmod", "xz-utils", "ccache",
     "patch", "perl", "qemu-system-x86", "busybox-static", "ndctl",
-    "daxctl", "python3-matplotlib", "python3-pytest",
+    "daxctl", "e2fsprogs", "python3-matplotlib", "python3-pytest",
     # checkpatch.pl's SPDX check imports these.
     "python3-ply", "python3-git",
 ]

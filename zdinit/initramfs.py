@@ -9,7 +9,9 @@ from zdinit import deps
 from zdinit.errors import ZdinitError
 
 GUEST = pathlib.Path(__file__).resolve().parent.parent / "guest"
-TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl", "daxctl": "daxctl"}
+TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl", "daxctl": "daxctl",
+         "mkfs.ext4": "e2fsprogs"}
+DYNAMIC = ("ndctl", "daxctl", "mkfs.ext4")
 
 
 def shared_libraries(binary):
@@ -45,7 +47,7 @@ def build(kernel, dest):
                   "zdinit", "lib/modules"):
             (root / d).mkdir(parents=True, exist_ok=True)
         shutil.copy2(binaries["busybox"], root / "bin/busybox")
-        for name in ("ndctl", "daxctl"):
+        for name in DYNAMIC:
             _copy(binaries[name], root)
             shutil.move(str(root / binaries[name].lstrip("/")),
                         root / "bin" / name)
@@ -54,6 +56,14 @@ def build(kernel, dest):
         shutil.copy2(GUEST / "init", root / "init")
         shutil.copy2(GUEST / "scenario.sh", root / "zdinit/scenario.sh")
         shutil.copy2(kernel.module, root / "zdinit/zd_memremap.ko")
+        # Static, so it needs no libraries in the guest.
+        proc = subprocess.run(["gcc", "-static", "-O2", "-o",
+                               str(root / "zdinit/zdcheck"),
+                               str(GUEST / "zdcheck.c")],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise ZdinitError(f"building guest/zdcheck.c failed: "
+                              f"{proc.stderr.strip()[-300:]}")
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)
         tmp_out = pathlib.Path(str(dest) + ".tmp")

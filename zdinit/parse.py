@@ -49,6 +49,7 @@ class GuestRun:
     verify: dict | None
     splats: list
     rc: int | None
+    checks: list = dataclasses.field(default_factory=list)
 
 
 def _labels(text):
@@ -114,6 +115,8 @@ def parse(console):
             run.devices.append(dict(_labels(attrs), name=name))
         elif kind == "region":
             run.region = _labels(rest)
+        elif kind == "check":
+            run.checks.append(_labels(rest))
         elif kind == "verify":
             run.verify = {k: int(v) for k, v in _labels(rest).items()}
         elif kind == "end":

@@ -1,0 +1,129 @@
+"""Safety checks in the guest: data integrity, guards, churn, debug kernels.
+
+Every check runs on the stock kernel too where it can, so a difference
+between base and patched stands out in the table.
+"""
+import dataclasses
+import json
+import pathlib
+
+from zdinit import parse, progress, qemu, report
+from zdinit.errors import ZdinitError
+
+GiB = 1 << 30
+MiB = 1 << 20
+# MemFree may move by this much between the first and the last churn
+# cycle (slab and page-table noise); a lost memmap of the 2 GiB
+# namespace would cost 32 MiB a cycle, 1.6 GiB over 50.
+CHURN_TOLERANCE_KB = 16 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    scenario: str
+    kernels: tuple
+    params: dict
+
+
+REDUCED = (
+    Job("integrity-devdax", ("base", "patched"), {"n": 2}),
+    Job("integrity-fsdax", ("base", "patched"), {"n": 1}),
+    Job("churn", ("base", "patched"), {"cycles": 50}),
+    Job("devprivate-too-large", ("base", "patched"), {}),
+)
+FULL = REDUCED + (
+    Job("tracepoint", ("trace",), {}),
+    Job("debug", ("debug",), {"cycles": 10}),
+)
+
+
+def judge(check):
+    """(passed, why) for one guest check line."""
+    name = check["name"]
+    if check.get("result") != "pass":
+        return False, check.get("detail", "guest reported failure")
+    if name == "churn":
+        lost = int(check["memfree_start_kb"]) - int(check["memfree_end_kb"])
+        if lost > CHURN_TOLERANCE_KB:
+            return False, f"MemFree dropped {lost} kB over the cycles"
+        if check.get("kmemleak") not in ("none", "0"):
+            return False, f"kmemleak: {check['kmemleak']} objects"
+        return True, f"MemFree moved {-lost} kB"
+    if name == "tracepoint-on":
+        if check["used"] != "slow" or int(check["events"]) == 0:
+            return False, f"used {check['used']} with {check['events']} events"
+        return True, f"slow path, {check['events']} page_ref_set events"
+    if name in ("tracepoint-off-before", "tracepoint-off-after"):
+        return check["used"] != "slow", f"used {check['used']}"
+    if name == "debug-strategy":
+        return check["used"] == "slow", f"KASAN build used {check['used']}"
+    return True, check.get("detail", "").replace("_", " ")
+
+
+def run_job(job, kernel_target, accel, logs):
+    strategies = kernel_target.strategies
+    params = dict(job.params, scenario=job.scenario, size=2 * GiB,
+                  strategies=",".join(strategies))
+    label = f"{job.scenario} on {kernel_target.kernel.variant}"
+    progress.say(f"safety: {label}")
+    log = logs / f"{job.scenario}-{kernel_target.kernel.variant}.log"
+    nvdimm = job.scenario != "devprivate-too-large"
+    image = qemu.SparseImage(2 * GiB, 128 * MiB, job.scenario) if nvdimm else None
+    try:
+        if image:
+            image.__enter__()
+        boot = qemu.boot(kernel_target.kernel, kernel_target.initrd, params,
+                         accel, ram_mb=1536,
+                         nvdimms=[(image.path, image.size)] if image else (),
+                         timeout_s=3600, log_path=log, label=label)
+    finally:
+        if image:
+            image.__exit__(None, None, None)
+    run = parse.parse(boot.log)
+    rows = []
+    for check in run.checks:
+        ok, why = judge(check)
+        rows.append({"check": check["name"], "kernel": kernel_target.kernel.variant,
+                     "strategy": check.get("strategy", "-"),
+                     "used": check.get("used", "-"), "passed": ok,
+                     "detail": why, "raw": check})
+    rows.append({"check": "no kernel splats", "kernel": kernel_target.kernel.variant,
+                 "strategy": "-", "used": "-", "passed": not run.splats,
+                 "detail": run.splats[0] if run.splats else "none in the log",
+                 "raw": {"splats": run.splats}})
+    if not run.checks:
+        raise ZdinitError(f"{label}: the guest reported no checks")
+    return rows
+
+
+def table(rows):
+    lines = ["| check | kernel | strategy | used | result | detail |",
+             "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['check']} | {r['kernel']} | {r['strategy']} | "
+                     f"{r['used']} | {'PASS' if r['passed'] else 'FAIL'} | "
+                     f"{r['detail']} |")
+    return "\n".join(lines)
+
+
+def run(targets, accel, full=False):
+    """targets: variant -> bench.Target.  Returns the results directory."""
+    jobs = FULL if full else REDUCED
+    partial, final = report.new_results_dir()
+    rows = []
+    try:
+        for job in jobs:
+            for variant in job.kernels:
+                rows += run_job(job, targets[variant], accel, partial / "logs")
+        (partial / "safety.json").write_text(json.dumps(rows, indent=1) + "\n")
+        (partial / "safety.md").write_text("# zdinit safety checks\n\n"
+                                           + table(rows) + "\n")
+    except BaseException:
+        report.mark_failed(partial)
+        raise
+    final = report.publish(partial, final)
+    failed = [r for r in rows if not r["passed"]]
+    print(table(rows))
+    if failed:
+        raise ZdinitError(f"{len(failed)} safety checks failed; see {final}")
+    return final
