@@ -4,7 +4,7 @@
 PYTHON ?= /usr/bin/python3
 ZDINIT := $(PYTHON) -m zdinit
 
-.PHONY: setup bench test test-unit lab selftest check-series clean
+.PHONY: setup bench test test-full test-unit lab selftest safety check-series clean
 
 setup:
 	$(ZDINIT) setup
@@ -19,6 +19,11 @@ bench: setup
 test: setup
 	$(PYTHON) -m pytest -v tests
 
+# Everything in 'test' plus the tracepoint-guard and KASAN/lockdep/kmemleak
+# kernels (two more kernel builds, about 20 minutes on 2 cores).
+test-full: test
+	$(ZDINIT) safety --full
+
 test-unit: setup
 	$(PYTHON) -m pytest -v -m "not e2e" tests
 
@@ -27,6 +32,9 @@ lab: setup
 
 selftest: setup
 	$(ZDINIT) selftest
+
+safety: setup
+	$(ZDINIT) safety
 
 check-series: setup
 	$(ZDINIT) check-series

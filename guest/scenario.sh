@@ -235,18 +235,21 @@ churn() {
 		memfree_end_kb=$free1 kmemleak=$leaks
 }
 
-# A DEVICE_PRIVATE range whose memmap cannot fit in RAM must fail and
-# unwind; a normal one must still work afterwards.
+# A DEVICE_PRIVATE range larger than the physical address space (128 TiB
+# against the guest's 46 bits) must be refused without side effects, and a
+# normal one must still work afterwards.  (A range whose memmap merely does
+# not fit in RAM is not refused: stock 6.12 and the series alike OOM-kill
+# their way through vmemmap allocation, so that is not tested here.)
 devprivate_too_large() {
 	mod=/zdinit/zd_memremap.ko
-	if insmod $mod type=private size_mb=$((256 * 1024)) 2>/dev/null; then
+	if insmod $mod type=private size_mb=$((128 << 20)) 2>/dev/null; then
 		rmmod zd_memremap
-		check devprivate-too-large fail "detail=256G_memremap_succeeded"
+		check devprivate-too-large fail "detail=128T_memremap_succeeded"
 		return
 	fi
 	insmod $mod type=private size_mb=1024 || fail "1G memremap after the failure"
 	rmmod zd_memremap
-	check devprivate-too-large pass "detail=256G_refused,1G_ok"
+	check devprivate-too-large pass "detail=128T_refused,1G_ok"
 }
 
 # What the kernel's sanitizers and debug options say while ranges come and go.

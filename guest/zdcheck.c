@@ -63,10 +63,12 @@ int main(int argc, char **argv)
 			fprintf(stderr, "zdcheck: first mismatch at byte %" PRIu64 "\n",
 				i * 8);
 	}
-	if (fill && msync(map, bytes, MS_SYNC)) {
-		perror("msync");
-		return 2;
-	}
+	/*
+	 * device-dax has no msync(): the mapping is the media.  A rebind
+	 * re-initialises the memmap, not the data, and leaves CPU caches as
+	 * they are, so the verify pass reads what the fill pass wrote unless
+	 * the memmap code touched the data.
+	 */
 	munmap(map, bytes);
 	close(fd);
 	printf("zdcheck: %s %" PRIu64 " bytes, %" PRIu64 " mismatches\n",

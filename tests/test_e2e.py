@@ -122,3 +122,16 @@ def test_base_kernel_has_no_strategy_knob(tmp_path):
             qemu.boot(kernel, initrd, {"scenario": "fsdax-dev", "size": 2 * G,
                                        "n": 1, "strategies": "template"},
                       "tcg", nvdimms=[(img.path, img.size)], timeout_s=120)
+
+
+def test_safety_checks_pass_on_both_kernels():
+    zdinit("safety")
+    rows = json.loads((ROOT / "results/latest/safety.json").read_text())
+    assert rows and all(r["passed"] for r in rows)
+    names = {(r["check"], r["kernel"]) for r in rows}
+    for check in ("devdax-integrity", "fsdax-integrity", "churn",
+                  "devprivate-too-large"):
+        assert (check, "base") in names and (check, "patched") in names
+    used = {r["used"] for r in rows if r["check"] == "devdax-integrity"
+            and r["kernel"] == "patched"}
+    assert used == {"slow", "template", "stream"}

@@ -2,6 +2,7 @@
 import argparse
 import json
 import shlex
+import signal
 import sys
 
 from zdinit import (bench, build, deps, initramfs, lab, progress, qemu,
@@ -184,8 +185,14 @@ def parser():
     return p
 
 
+def _terminate(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None):
     args = parser().parse_args(argv)
+    # SIGTERM unwinds like ^C, so partial results are marked FAILED.
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         args.func(args)
     except ZdinitError as err:

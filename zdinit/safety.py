@@ -48,7 +48,7 @@ def judge(check):
             return False, f"MemFree dropped {lost} kB over the cycles"
         if check.get("kmemleak") not in ("none", "0"):
             return False, f"kmemleak: {check['kmemleak']} objects"
-        return True, f"MemFree moved {-lost} kB"
+        return True, f"MemFree changed by {-lost:+d} kB over {check['cycles']} cycles"
     if name == "tracepoint-on":
         if check["used"] != "slow" or int(check["events"]) == 0:
             return False, f"used {check['used']} with {check['events']} events"
@@ -57,6 +57,8 @@ def judge(check):
         return check["used"] != "slow", f"used {check['used']}"
     if name == "debug-strategy":
         return check["used"] == "slow", f"KASAN build used {check['used']}"
+    if name == "fsdax-integrity":
+        return True, f"{check['files']} files, {int(check['bytes']) >> 20} MiB, sha256 verified"
     return True, check.get("detail", "").replace("_", " ")
 
 
