@@ -252,6 +252,25 @@ devprivate_too_large() {
 	check devprivate-too-large pass "detail=128T_refused,1G_ok"
 }
 
+# The kernel's own HMM selftests (tools/testing/selftests/mm/hmm-tests)
+# against test_hmm.ko, whose DEVICE_PRIVATE memory comes from
+# memremap_pages(): once per strategy.
+hmm_selftests() {
+	for strategy in $STRATEGIES; do
+		set_strategy "$strategy"
+		insmod /zdinit/test_hmm.ko || fail "insmod test_hmm.ko"
+		/zdinit/hmm-tests > /tmp/hmm.out 2>&1
+		rmmod test_hmm || fail "rmmod test_hmm"
+		totals=$(grep "# Totals:" /tmp/hmm.out | tail -1)
+		[ -n "$totals" ] || { cat /tmp/hmm.out; fail "hmm-tests printed no totals"; }
+		failed=$(awk '/^not ok/ {print $4}' /tmp/hmm.out | tr '\n' , )
+		set -- $(echo "$totals" | tr ':' ' ')
+		# "# Totals pass N fail N xfail N xpass N skip N error N"
+		check hmm-selftests pass strategy=$strategy used=$(last_strategy) \
+			pass=$4 fail=$6 skip=${12} error=${14} failed=${failed:-none}
+	done
+}
+
 # What the kernel's sanitizers and debug options say while ranges come and go.
 debug_kernel() {
 	set_strategy auto
@@ -288,6 +307,7 @@ integrity-fsdax) integrity_fsdax ;;
 tracepoint) tracepoint_guard ;;
 churn) churn ;;
 devprivate-too-large) devprivate_too_large ;;
+hmm) hmm_selftests ;;
 debug) debug_kernel; churn; devprivate_too_large ;;
 *) fail "unknown scenario '$SCENARIO'" ;;
 esac

@@ -38,6 +38,24 @@ def _copy(src, root):
     shutil.copy2(os.path.realpath(src), dst)
 
 
+def add_hmm_selftest(kernel, root):
+    """The kernel's own hmm-tests, built from its tree, and test_hmm.ko."""
+    module = kernel.out / "lib" / "test_hmm.ko"
+    if not module.exists():
+        raise ZdinitError(f"{module} missing: the kconfig fragment must set "
+                          "CONFIG_TEST_HMM=m")
+    shutil.copy2(module, root / "zdinit/test_hmm.ko")
+    tree = kernel.tree
+    proc = subprocess.run(
+        ["gcc", "-static", "-O2", f"-I{tree}/tools/testing/selftests",
+         f"-I{tree}", "-o", str(root / "zdinit/hmm-tests"),
+         str(tree / "tools/testing/selftests/mm/hmm-tests.c"), "-lpthread"],
+        capture_output=True, text=True)
+    if proc.returncode:
+        raise ZdinitError(f"building the kernel's hmm-tests failed: "
+                          f"{proc.stderr.strip()[-300:]}")
+
+
 def build(kernel, dest):
     """Write a gzip'd newc cpio for kernel to dest, atomically."""
     binaries = {name: deps.require_tool(name, pkg) for name, pkg in TOOLS.items()}
@@ -64,6 +82,7 @@ def build(kernel, dest):
         if proc.returncode:
             raise ZdinitError(f"building guest/zdcheck.c failed: "
                               f"{proc.stderr.strip()[-300:]}")
+        add_hmm_selftest(kernel, root)
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)
         tmp_out = pathlib.Path(str(dest) + ".tmp")
