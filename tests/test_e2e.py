@@ -130,8 +130,10 @@ def test_safety_checks_pass_on_both_kernels():
     assert rows and all(r["passed"] for r in rows)
     names = {(r["check"], r["kernel"]) for r in rows}
     for check in ("hmm-selftests", "devdax-integrity", "fsdax-integrity",
-                  "churn", "devprivate-too-large"):
+                  "churn", "devprivate-too-large", "odd-geometry"):
         assert (check, "base") in names and (check, "patched") in names
     used = {r["used"] for r in rows if r["check"] == "devdax-integrity"
             and r["kernel"] == "patched"}
     assert used == {"slow", "template", "stream"}
+    verified = [r for r in rows if r["check"] == "odd-geometry memmap = slow path"]
+    assert verified and verified[0]["raw"]["checked"] > 0

@@ -29,7 +29,11 @@ def qemu_version():
     return ver.stdout.splitlines()[0] if ver.stdout else "unknown"
 
 
-def _base_cmd(accel, ram_mb, nvdimms):
+# A label area lets a region hold several namespaces.
+LABEL_SIZE = "128K"
+
+
+def _base_cmd(accel, ram_mb, nvdimms, labels=False):
     # TCG's default 40 physical address bits stop at 1 TiB, below a large
     # NVDIMM placed above guest RAM; KVM takes the host's.
     cpu = "host" if accel == "kvm" else "max,phys-bits=46"
@@ -41,12 +45,13 @@ def _base_cmd(accel, ram_mb, nvdimms):
     for i, (path, size) in enumerate(nvdimms):
         cmd += ["-object", f"memory-backend-file,id=nvmem{i},share=on,"
                 f"mem-path={path},size={size}",
-                "-device", f"nvdimm,id=nvdimm{i},memdev=nvmem{i}"]
+                "-device", f"nvdimm,id=nvdimm{i},memdev=nvmem{i}"
+                + (f",label-size={LABEL_SIZE}" if labels else "")]
     return cmd
 
 
 def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
-         timeout_s=600, log_path=None, label="guest"):
+         timeout_s=600, log_path=None, label="guest", labels=False):
     """Boot, stream the console into log_path, return the whole console.
 
     The guest powers itself off; a guest that does not within timeout_s is
@@ -55,7 +60,7 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
     deps.require_tool(QEMU, "qemu-system-x86")
     append = " ".join(["console=ttyS0", "panic=-1", "quiet"]
                       + [f"zdinit.{k}={v}" for k, v in params.items()])
-    cmd = _base_cmd(accel, ram_mb, list(nvdimms)) + [
+    cmd = _base_cmd(accel, ram_mb, list(nvdimms), labels) + [
         "-kernel", str(kernel.bzimage), "-initrd", str(initrd),
         "-append", append]
     started = time.monotonic()
