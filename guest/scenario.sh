@@ -283,7 +283,7 @@ odd_geometry() {
 	ndctl enable-region all >/dev/null || fail "enable-region"
 	namespaces=""
 	for spec in "region0 fsdax dev 1008M 2M" "region0 devdax dev 704M 2M" \
-		    "region0 fsdax mem 512M 2M"; do
+		    "region0 fsdax mem 272M 2M"; do
 		set -- $spec
 		out=$(ndctl create-namespace -r $1 -m $2 -M $3 -s $4 -a $5 2>&1) ||
 			{ echo "$out"; fail "create-namespace $spec"; }
