@@ -302,6 +302,32 @@ odd_geometry() {
 	done
 }
 
+# The kernel's gup_test pinning and unpinning a whole devdax mapping of
+# 2M compound pages (pin_user_pages_fast() takes one reference per compound
+# head), after a rebind with each strategy.
+gup_selftests() {
+	mb=$(param gup_mb 1024)
+	set_strategy "${STRATEGIES%% *}"
+	step "phase=first strategy=${STRATEGIES%% *} align=2M" \
+		ndctl create-namespace -f -e $NS -m devdax -M dev -a 2M
+	for strategy in $STRATEGIES; do
+		set_strategy "$strategy"
+		step "phase=rebind strategy=$strategy align=2M iter=1" rebind
+		for mode in -b -a; do
+			out=$(/zdinit/gup_test -S -f /dev/dax0.0 -m $mb -n 512 $mode 2>&1)
+			if echo "$out" | grep -q "^ok 1" &&
+			   ! echo "$out" | grep -q "SKIP\|not ok"; then
+				result=pass
+			else
+				echo "$out"
+				result=fail
+			fi
+			check gup-devdax $result strategy=$strategy used=$(last_strategy) \
+				mode=$mode mb=$mb
+		done
+	done
+}
+
 # What the kernel's sanitizers and debug options say while ranges come and go.
 debug_kernel() {
 	set_strategy auto
@@ -340,6 +366,7 @@ churn) churn ;;
 devprivate-too-large) devprivate_too_large ;;
 hmm) hmm_selftests ;;
 odd-geometry) odd_geometry ;;
+gup) gup_selftests ;;
 debug) debug_kernel; churn; devprivate_too_large ;;
 *) fail "unknown scenario '$SCENARIO'" ;;
 esac

@@ -129,8 +129,9 @@ def test_safety_checks_pass_on_both_kernels():
     rows = json.loads((ROOT / "results/latest/safety.json").read_text())
     assert rows and all(r["passed"] for r in rows)
     names = {(r["check"], r["kernel"]) for r in rows}
-    for check in ("hmm-selftests", "devdax-integrity", "fsdax-integrity",
-                  "churn", "devprivate-too-large", "odd-geometry"):
+    for check in ("hmm-selftests", "gup-devdax", "devdax-integrity",
+                  "fsdax-integrity", "churn", "devprivate-too-large",
+                  "odd-geometry"):
         assert (check, "base") in names and (check, "patched") in names
     used = {r["used"] for r in rows if r["check"] == "devdax-integrity"
             and r["kernel"] == "patched"}

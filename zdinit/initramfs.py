@@ -38,22 +38,37 @@ def _copy(src, root):
     shutil.copy2(os.path.realpath(src), dst)
 
 
-def add_hmm_selftest(kernel, root):
-    """The kernel's own hmm-tests, built from its tree, and test_hmm.ko."""
+# The kernel's own selftests the safety checks run, as (binary, sources).
+SELFTESTS = {
+    "hmm-tests": ["hmm-tests.c"],
+    "gup_test": ["gup_test.c", "vm_util.c"],
+}
+
+
+def add_kernel_selftests(kernel, root):
+    """hmm-tests and gup_test built from the kernel's tree against its own
+    uapi headers, statically, plus test_hmm.ko."""
     module = kernel.out / "lib" / "test_hmm.ko"
     if not module.exists():
         raise ZdinitError(f"{module} missing: the kconfig fragment must set "
                           "CONFIG_TEST_HMM=m")
     shutil.copy2(module, root / "zdinit/test_hmm.ko")
     tree = kernel.tree
-    proc = subprocess.run(
-        ["gcc", "-static", "-O2", f"-I{tree}/tools/testing/selftests",
-         f"-I{tree}", "-o", str(root / "zdinit/hmm-tests"),
-         str(tree / "tools/testing/selftests/mm/hmm-tests.c"), "-lpthread"],
-        capture_output=True, text=True)
-    if proc.returncode:
-        raise ZdinitError(f"building the kernel's hmm-tests failed: "
-                          f"{proc.stderr.strip()[-300:]}")
+    headers = subprocess.run(["make", "-s", "-C", str(tree), f"O={kernel.out}",
+                              "headers"], capture_output=True, text=True)
+    if headers.returncode:
+        raise ZdinitError(f"make headers failed: {headers.stderr.strip()[-300:]}")
+    mm = tree / "tools/testing/selftests/mm"
+    for binary, sources in SELFTESTS.items():
+        proc = subprocess.run(
+            ["gcc", "-static", "-O2", "-isystem", str(kernel.out / "usr/include"),
+             f"-I{tree}/tools/testing/selftests", f"-I{tree}",
+             "-o", str(root / "zdinit" / binary)]
+            + [str(mm / src) for src in sources] + ["-lpthread"],
+            capture_output=True, text=True)
+        if proc.returncode:
+            raise ZdinitError(f"building the kernel's {binary} failed: "
+                              f"{proc.stderr.strip()[-300:]}")
 
 
 def build(kernel, dest):
@@ -82,7 +97,7 @@ def build(kernel, dest):
         if proc.returncode:
             raise ZdinitError(f"building guest/zdcheck.c failed: "
                               f"{proc.stderr.strip()[-300:]}")
-        add_hmm_selftest(kernel, root)
+        add_kernel_selftests(kernel, root)
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)
         tmp_out = pathlib.Path(str(dest) + ".tmp")

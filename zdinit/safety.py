@@ -30,6 +30,7 @@ class Job:
 
 REDUCED = (
     Job("hmm", ("base", "patched"), {}),
+    Job("gup", ("base", "patched"), {}),
     Job("integrity-devdax", ("base", "patched"), {"n": 2}),
     Job("integrity-fsdax", ("base", "patched"), {"n": 1}),
     Job("churn", ("base", "patched"), {"cycles": 50}),
@@ -66,6 +67,10 @@ def judge(check):
     if name == "hmm-selftests":
         return check["error"] == "0", (f"{check['pass']} pass, {check['fail']}"
                                        f" fail, {check['skip']} skip")
+    if name == "gup-devdax":
+        what = {"-b": "pin_user_pages() basic test",
+                "-a": "pin_user_pages_fast() benchmark"}[check["mode"]]
+        return True, f"{what}, {check['mb']} MiB of 2M pages"
     if name == "odd-geometry":
         return True, f"{check['ns']} rebound"
     if name == "fsdax-integrity":
