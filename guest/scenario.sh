@@ -271,19 +271,23 @@ hmm_selftests() {
 	done
 }
 
-# Odd geometry: an NVDIMM with a label area and three namespaces in its
-# region, sized off section (128M) boundaries (the region wants multiples
-# of 16M), map=dev and map=mem.  A second NVDIMM is present; QEMU 7.2
-# places its region off the 16M alignment ndctl wants, so it stays raw.
-# Each namespace is rebound with each strategy; with zdinit.verify=1 every
-# memmap is also compared with the slow path.
+# Odd geometry: two NVDIMMs at once.  The first is label-less and becomes
+# 1G-aligned devdax; the second has a label area and three namespaces in
+# its region, sized off section (128M) boundaries (the region wants
+# multiples of 16M), map=dev and map=mem.  Each namespace is rebound with
+# each strategy; with zdinit.verify=1 every memmap is also compared with
+# the slow path.
 odd_geometry() {
-	ndctl disable-region all >/dev/null || fail "disable-region"
-	ndctl init-labels -f all >/dev/null || fail "init-labels"
-	ndctl enable-region all >/dev/null || fail "enable-region"
-	namespaces=""
-	for spec in "region0 fsdax dev 1008M 2M" "region0 devdax dev 704M 2M" \
-		    "region0 fsdax mem 272M 2M"; do
+	ndctl disable-region region1 >/dev/null || fail "disable-region"
+	ndctl init-labels -f nmem1 >/dev/null || fail "init-labels"
+	ndctl enable-region region1 >/dev/null || fail "enable-region"
+	# The first, label-less NVDIMM: its raw namespace as 1G devdax.
+	ndctl create-namespace -f -e namespace0.0 -m devdax -M mem -a 1G >/dev/null ||
+		fail "create-namespace namespace0.0 devdax 1G"
+	namespaces="namespace0.0"
+	emit "geometry align=1G $(ndctl list -N -n namespace0.0 | tr -d ' \n')"
+	for spec in "region1 fsdax dev 1008M 2M" "region1 devdax dev 704M 2M" \
+		    "region1 fsdax mem 272M 2M"; do
 		set -- $spec
 		out=$(ndctl create-namespace -r $1 -m $2 -M $3 -s $4 -a $5 2>&1) ||
 			{ echo "$out"; fail "create-namespace $spec"; }

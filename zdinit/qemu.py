@@ -29,7 +29,10 @@ def qemu_version():
     return ver.stdout.splitlines()[0] if ver.stdout else "unknown"
 
 
-# A label area lets a region hold several namespaces.
+# A label area lets a region hold several namespaces; with labels=True the
+# last NVDIMM gets one and the others stay label-less (one raw namespace
+# each).  Last, because QEMU 7.2 maps the next NVDIMM right after a label
+# area's end, off the 2 MiB alignment device-dax needs.
 LABEL_SIZE = "128K"
 
 
@@ -46,7 +49,8 @@ def _base_cmd(accel, ram_mb, nvdimms, labels=False):
         cmd += ["-object", f"memory-backend-file,id=nvmem{i},share=on,"
                 f"mem-path={path},size={size}",
                 "-device", f"nvdimm,id=nvdimm{i},memdev=nvmem{i}"
-                + (f",label-size={LABEL_SIZE}" if labels else "")]
+                + (f",label-size={LABEL_SIZE}"
+                   if labels and i == len(nvdimms) - 1 else "")]
     return cmd
 
 
