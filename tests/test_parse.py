@@ -65,33 +65,34 @@ def test_patched_devprivate_log():
         assert len(step.memremap_ns) == 1 and step.memremap_ns[0] > step.ms * 1e6 * 0.5
 
 
+def check_edited_log(log, scenario, old, new, verify=False):
+    """check_run() on a real log with one edit: it must reject it."""
+    text = (DATA / log).read_text()
+    assert old in text
+    run = parse.parse(text.replace(old, new, 1))
+    spec = scenarios.plan([scenario], size="4G")[0]
+    bench.check_run(spec, run, None, "x", verify=verify)
+
+
 def test_check_run_fails_on_a_verification_mismatch():
-    text = (DATA / "devdax-mem-patched.log").read_text()
-    text = text.replace("@@zdinit end rc=0",
-                        "@@zdinit verify checked=1000 mismatches=3\n@@zdinit end rc=0")
-    run = parse.parse(text)
-    spec = scenarios.plan(["devdax-mem"], size="4G")[0]
     with pytest.raises(ZdinitError, match="3 struct pages differ"):
-        bench.check_run(spec, run, None, "x", verify=True)
+        check_edited_log("devdax-mem-patched.log", "devdax-mem",
+                         "@@zdinit end rc=0",
+                         "@@zdinit verify checked=1000 mismatches=3\n"
+                         "@@zdinit end rc=0", verify=True)
 
 
 def test_check_run_fails_on_a_wrong_page_count():
-    text = (DATA / "fsdax-dev-base.log").read_text().replace(
-        "initialised 1031680 pages", "initialised 1031679 pages", 1)
-    run = parse.parse(text)
-    spec = scenarios.plan(["fsdax-dev"], size="4G")[0]
     with pytest.raises(ZdinitError, match="geometry says 1031680"):
-        bench.check_run(spec, run, None, "x", verify=False)
+        check_edited_log("fsdax-dev-base.log", "fsdax-dev",
+                         "initialised 1031680 pages", "initialised 1031679 pages")
 
 
 def test_check_run_fails_on_a_kernel_warning():
-    text = (DATA / "fsdax-dev-base.log").read_text().replace(
-        "@@zdinit end rc=0",
-        "@@kmsg [    9.9] WARNING: CPU: 0 PID: 1 at mm/mm_init.c:1 x\n@@zdinit end rc=0")
-    run = parse.parse(text)
-    spec = scenarios.plan(["fsdax-dev"], size="4G")[0]
     with pytest.raises(ZdinitError, match="WARNING"):
-        bench.check_run(spec, run, None, "x", verify=False)
+        check_edited_log("fsdax-dev-base.log", "fsdax-dev", "@@zdinit end rc=0",
+                         "@@kmsg [    9.9] WARNING: CPU: 0 PID: 1 at mm/mm_init.c:1 x\n"
+                         "@@zdinit end rc=0")
 
 
 def test_markers_after_firmware_escape_codes():
