@@ -44,6 +44,23 @@ step() {
 	emit "done $label"
 }
 
+# The strategies in round-robin order for round $1: each round starts one
+# further along, so no strategy is always the first after a boot or a
+# namespace change (which pays one-time costs such as faulting in RAM).
+rotated() {
+	set -- $(($1 - 1)) $STRATEGIES
+	shift_by=$(($1 % ($# - 1)))
+	shift
+	i=0
+	while [ $i -lt $shift_by ]; do
+		first=$1
+		shift
+		set -- "$@" "$first"
+		i=$((i + 1))
+	done
+	echo "$@"
+}
+
 set_strategy() {
 	[ "$1" = default ] && return 0
 	[ -w $KNOBS/strategy ] || fail "kernel has no $KNOBS/strategy (not a zdinit kernel?)"
@@ -64,8 +81,9 @@ show_geometry() {
 	emit "region size=$(cat /sys/bus/nd/devices/region0/size)"
 }
 
-# First bind, then ROUNDS rebinds; each round runs every strategy once, so
-# strategies are interleaved in time rather than measured in blocks.
+# First bind, then ROUNDS rebinds; each round runs every strategy once, in
+# rotated order, so strategies are interleaved in time rather than measured
+# in blocks.
 bind_and_rebind() {
 	mode=$1 map=$2 align=$3
 	set -- ndctl create-namespace -f -e $NS -m "$mode" -M "$map"
@@ -76,7 +94,7 @@ bind_and_rebind() {
 	show_geometry "$align"
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
-		for strategy in $STRATEGIES; do
+		for strategy in $(rotated $round); do
 			set_strategy "$strategy"
 			step "phase=rebind strategy=$strategy align=$align iter=$round" rebind
 		done
@@ -90,7 +108,7 @@ devprivate() {
 	emit "geometry align= {\"size\":$SIZE,\"mode\":\"devprivate\"}"
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
-		for strategy in $STRATEGIES; do
+		for strategy in $(rotated $round); do
 			set_strategy "$strategy"
 			step "phase=rebind strategy=$strategy align= iter=$round" \
 				insmod $mod type=private size_mb=$((SIZE >> 20))

@@ -1,4 +1,5 @@
 """Run scenarios on several kernels, interleaved, and collect samples."""
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -99,23 +100,18 @@ def run_bench(targets, specs, rounds, accel, logs_dir, verify=False,
                 progress.say(f"{label}: booting ({share} rebinds per "
                              f"strategy, {len(target.strategies)} strategies)")
                 params = boot_params(spec, target, share, verify, spec.aligns)
-                nvdimms = []
-                image = None
-                if spec.scenario.nvdimm:
-                    image = qemu.SparseImage(spec.size,
-                                             spec.image_touched_bytes(),
-                                             f"{name}-r{r}")
-                    image.__enter__()
-                    nvdimms = [(image.path, image.size)]
-                try:
+                with contextlib.ExitStack() as stack:
+                    nvdimms = []
+                    if spec.scenario.nvdimm:
+                        image = stack.enter_context(qemu.SparseImage(
+                            spec.size, spec.image_touched_bytes(),
+                            f"{name}-r{r}"))
+                        nvdimms = [(image.path, image.size)]
                     boot = qemu.boot(target.kernel, target.initrd, params,
                                      accel, ram_mb=spec.guest_ram_mb(),
                                      nvdimms=nvdimms, timeout_s=timeout_s,
                                      log_path=logs_dir / f"{spec.scenario.name}-{name}-r{r}.log",
                                      label=label)
-                finally:
-                    if image:
-                        image.__exit__(None, None, None)
                 run = parse.parse(boot.log)
                 check_run(spec, run, target, label, verify)
                 collect(samples, spec, run, name, first_round=(r == 1))

@@ -1,6 +1,5 @@
 """zdinit command line: thin wrappers around the modules that do the work."""
 import argparse
-import json
 import shlex
 import signal
 import sys
@@ -145,7 +144,11 @@ def parser():
     c.set_defaults(func=cmd_check_series)
 
     r = sub.add_parser("bench", help="rebind ZONE_DEVICE ranges in QEMU and "
-                       "report memmap init times")
+                       "report memmap init times",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       epilog="scenarios:\n" + "\n".join(
+                           f"  {name:12} {sc.what}"
+                           for name, sc in scenarios.SCENARIOS.items()))
     r.add_argument("--kernels", default="base,patched",
                    help="comma list of: " + ", ".join(KERNELS))
     r.add_argument("--scenarios", default=",".join(scenarios.SCENARIOS),

@@ -83,7 +83,7 @@ def summary_md(results):
         "",
         f"- command: `{results['command']}`",
         f"- accelerator: {accel} ({env['accel_reason']})",
-        f"- kernels: " + ", ".join(f"{k} {v}" for k, v in env["kernels"].items()),
+        "- kernels: " + ", ".join(f"{k} {v}" for k, v in env["kernels"].items()),
         f"- host: {env['host_cpu']}, {env['host_cpus']} CPUs, "
         f"Linux {env['host_kernel']}; {env['qemu']}",
         f"- project revision: {env['project_rev']}",

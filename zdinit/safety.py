@@ -3,9 +3,9 @@
 Every check runs on the stock kernel too where it can, so a difference
 between base and patched stands out in the table.
 """
+import contextlib
 import dataclasses
 import json
-import pathlib
 
 from zdinit import parse, progress, qemu, report
 from zdinit.errors import ZdinitError
@@ -89,19 +89,14 @@ def run_job(job, kernel_target, accel, logs):
     if verify:
         params["verify"] = 1
     count = 0 if job.scenario == "devprivate-too-large" else job.nvdimms
-    images = [qemu.SparseImage(2 * GiB, 128 * MiB, f"{job.scenario}-{i}")
-              for i in range(count)]
-    try:
-        for image in images:
-            image.__enter__()
+    with contextlib.ExitStack() as stack:
+        images = [stack.enter_context(qemu.SparseImage(
+            2 * GiB, 128 * MiB, f"{job.scenario}-{i}")) for i in range(count)]
         boot = qemu.boot(kernel_target.kernel, kernel_target.initrd, params,
                          accel, ram_mb=1536,
                          nvdimms=[(i.path, i.size) for i in images],
                          timeout_s=3600, log_path=log, label=label,
                          labels=job.labels)
-    finally:
-        for image in images:
-            image.__exit__(None, None, None)
     run = parse.parse(boot.log)
     rows = []
     if verify:
