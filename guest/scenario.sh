@@ -61,6 +61,19 @@ rotated() {
 	echo "$@"
 }
 
+# Run "$@" once per strategy per round, the strategy already selected and
+# named by $strategy, the round by $round.
+each_round() {
+	round=1
+	while [ $round -le "$ROUNDS" ]; do
+		for strategy in $(rotated $round); do
+			set_strategy "$strategy"
+			"$@"
+		done
+		round=$((round + 1))
+	done
+}
+
 set_strategy() {
 	[ "$1" = default ] && return 0
 	[ -w $KNOBS/strategy ] || fail "kernel has no $KNOBS/strategy (not a zdinit kernel?)"
@@ -92,30 +105,24 @@ bind_and_rebind() {
 	set_strategy "$first"
 	step "phase=first strategy=$first align=$align" "$@"
 	show_geometry "$align"
-	round=1
-	while [ $round -le "$ROUNDS" ]; do
-		for strategy in $(rotated $round); do
-			set_strategy "$strategy"
-			step "phase=rebind strategy=$strategy align=$align iter=$round" rebind
-		done
-		round=$((round + 1))
-	done
+	each_round rebind_step
+}
+
+rebind_step() {
+	step "phase=rebind strategy=$strategy align=$align iter=$round" rebind
 }
 
 devprivate() {
 	mod=/zdinit/zd_memremap.ko
 	[ -e $mod ] || fail "zd_memremap.ko missing from the initramfs"
 	emit "geometry align= {\"size\":$SIZE,\"mode\":\"devprivate\"}"
-	round=1
-	while [ $round -le "$ROUNDS" ]; do
-		for strategy in $(rotated $round); do
-			set_strategy "$strategy"
-			step "phase=rebind strategy=$strategy align= iter=$round" \
-				insmod $mod type=private size_mb=$((SIZE >> 20))
-			rmmod zd_memremap || fail "rmmod zd_memremap"
-		done
-		round=$((round + 1))
-	done
+	each_round memremap_step
+}
+
+memremap_step() {
+	step "phase=rebind strategy=$strategy align= iter=$round" \
+		insmod /zdinit/zd_memremap.ko type=private size_mb=$((SIZE >> 20))
+	rmmod zd_memremap || fail "rmmod zd_memremap"
 }
 
 # Module-driven geometries for the memmap equality test: every strategy on
@@ -156,21 +163,18 @@ integrity_devdax() {
 	step "phase=first strategy=${STRATEGIES%% *} align=2M" \
 		ndctl create-namespace -f -e $NS -m devdax -M dev -a 2M
 	step "phase=fill strategy=none align=2M" /zdinit/zdcheck fill /dev/dax0.0 "$bytes" 7
-	round=1
-	while [ $round -le "$ROUNDS" ]; do
-		for strategy in $STRATEGIES; do
-			set_strategy "$strategy"
-			step "phase=rebind strategy=$strategy align=2M iter=$round" rebind
-			if out=$(/zdinit/zdcheck verify /dev/dax0.0 "$bytes" 7 2>&1); then
-				result=pass
-			else
-				result=fail
-			fi
-			check devdax-integrity $result strategy=$strategy \
-				used=$(last_strategy) bytes=$bytes "detail=$(echo $out | tr ' ' _)"
-		done
-		round=$((round + 1))
-	done
+	each_round devdax_verify_step
+}
+
+devdax_verify_step() {
+	step "phase=rebind strategy=$strategy align=2M iter=$round" rebind
+	if out=$(/zdinit/zdcheck verify /dev/dax0.0 "$bytes" 7 2>&1); then
+		result=pass
+	else
+		result=fail
+	fi
+	check devdax-integrity $result strategy=$strategy \
+		used=$(last_strategy) bytes=$bytes "detail=$(echo $out | tr ' ' _)"
 }
 
 # The same for files on ext4 mounted with DAX.
@@ -188,23 +192,20 @@ integrity_fsdax() {
 	done
 	(cd /mnt && sha256sum file*) > /tmp/sums
 	umount /mnt
-	round=1
-	while [ $round -le "$ROUNDS" ]; do
-		for strategy in $STRATEGIES; do
-			set_strategy "$strategy"
-			step "phase=rebind strategy=$strategy align= iter=$round" rebind
-			mount -o dax /dev/pmem0 /mnt || fail "remount -o dax"
-			if (cd /mnt && sha256sum -c /tmp/sums >/dev/null 2>&1); then
-				result=pass
-			else
-				result=fail
-			fi
-			umount /mnt
-			check fsdax-integrity $result strategy=$strategy \
-				used=$(last_strategy) files=8 bytes=$((8 * 8 << 20))
-		done
-		round=$((round + 1))
-	done
+	each_round fsdax_verify_step
+}
+
+fsdax_verify_step() {
+	step "phase=rebind strategy=$strategy align= iter=$round" rebind
+	mount -o dax /dev/pmem0 /mnt || fail "remount -o dax"
+	if (cd /mnt && sha256sum -c /tmp/sums >/dev/null 2>&1); then
+		result=pass
+	else
+		result=fail
+	fi
+	umount /mnt
+	check fsdax-integrity $result strategy=$strategy \
+		used=$(last_strategy) files=8 bytes=$((8 * 8 << 20))
 }
 
 # With the page_ref_set tracepoint on, the memmap must take the slow path

@@ -42,13 +42,13 @@ def test_base_fsdax_dev_log():
     want = scenarios.expected_pages(spec, run, "")
     assert want == run.geometry[0]["namespace"]["size"] // 4096
     assert all(s.pages == want for s in run.steps)
-    bench.check_run(spec, run, None, "fsdax-dev base", verify=False)
+    bench.check_run(spec, run, "fsdax-dev base", verify=False)
 
 
 def test_patched_devdax_mem_log_shows_tail_reuse():
     run = load("devdax-mem-patched.log")
     spec = scenarios.plan(["devdax-mem"], size="4G")[0]
-    bench.check_run(spec, run, None, "devdax-mem patched", verify=False)
+    bench.check_run(spec, run, "devdax-mem patched", verify=False)
     by_align = {}
     for step in run.steps:
         by_align.setdefault(step.labels["align"], set()).add(step.memmap[0].written)
@@ -71,7 +71,7 @@ def check_edited_log(log, scenario, old, new, verify=False):
     assert old in text
     run = parse.parse(text.replace(old, new, 1))
     spec = scenarios.plan([scenario], size="4G")[0]
-    bench.check_run(spec, run, None, "x", verify=verify)
+    bench.check_run(spec, run, "x", verify=verify)
 
 
 def test_check_run_fails_on_a_verification_mismatch():

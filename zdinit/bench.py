@@ -54,7 +54,7 @@ def boot_params(spec, target, n, verify, aligns):
     return params
 
 
-def check_run(spec, run, target, label, verify):
+def check_run(spec, run, label, verify):
     """The guest did what the scenario says: geometry, counts, no splats."""
     if run.splats:
         raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
@@ -113,7 +113,7 @@ def run_bench(targets, specs, rounds, accel, logs_dir, verify=False,
                                      log_path=logs_dir / f"{spec.scenario.name}-{name}-r{r}.log",
                                      label=label)
                 run = parse.parse(boot.log)
-                check_run(spec, run, target, label, verify)
+                check_run(spec, run, label, verify)
                 collect(samples, spec, run, name, first_round=(r == 1))
     return samples
 

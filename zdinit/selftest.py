@@ -22,7 +22,7 @@ def _geometry_pages(spec):
     pages = int(size_mb) * MiB // scenarios.PAGE
     written = pages
     if int(shift):
-        written = pages >> int(shift) << 7  # REUSE_PAGES per compound page
+        written = (pages >> int(shift)) * scenarios.REUSE_PAGES
     return pages, written
 
 
