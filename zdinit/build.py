@@ -14,11 +14,11 @@ MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
 # A variant is a kconfig fragment list plus whether the series is applied.
 VARIANTS = {
     "base": (["zdinit"], False),
-    "patched": (["zdinit"], True),
+    "patched": (["zdinit", "series"], True),
     # The series with the page_ref tracepoints, for the tracepoint guard.
-    "trace": (["zdinit", "trace"], True),
+    "trace": (["zdinit", "trace", "series"], True),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
-    "debug": (["zdinit", "debug"], True),
+    "debug": (["zdinit", "debug", "series"], True),
 }
 
 
@@ -50,18 +50,39 @@ def jobs():
     return str((os.cpu_count() or 1) + 1)
 
 
-def make_cmd(tree, out, *targets):
-    return ["make", "-C", str(tree), f"O={out}", "CC=ccache gcc",
-            f"-j{jobs()}", *targets]
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """Another architecture, built with a Debian cross compiler."""
+    name: str
+    cross_compile: str
+    package: str
+    image: str
 
 
-def configure(tree, out, fragments, env):
-    """tinyconfig + fragments + olddefconfig, verified; redone on change."""
+def make_cmd(tree, out, *targets, arch=None):
+    cmd = ["make", "-C", str(tree), f"O={out}", f"-j{jobs()}"]
+    if arch:
+        cmd += [f"ARCH={arch.name}", f"CROSS_COMPILE={arch.cross_compile}",
+                f"CC=ccache {arch.cross_compile}gcc"]
+    else:
+        cmd.append("CC=ccache gcc")
+    return cmd + list(targets)
+
+
+def configure(tree, out, fragments, env, arch=None, only_defined=False):
+    """tinyconfig + fragments + olddefconfig, verified; redone on change.
+
+    only_defined: leave out the requested options this tree does not
+    define (a prefix of the series that does not add them yet).
+    """
     paths = kconfig.fragment_paths(fragments)
     wanted = kconfig.requested(paths)
+    if only_defined:
+        wanted = kconfig.defined_in(tree, wanted)
     key = hashlib.sha256(
         "".join(p.read_text() for p in paths).encode()
-        + str(tree).encode()).hexdigest()[:16]
+        + str(tree).encode() + " ".join(sorted(wanted)).encode()
+        + str(arch).encode()).hexdigest()[:16]
     stamp = out / ".zdinit-config"
     if stamp.exists() and stamp.read_text().strip() == key and \
             (out / ".config").exists():
@@ -69,14 +90,19 @@ def configure(tree, out, fragments, env):
     out.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     log = out / "config.log"
-    proc.run_logged(make_cmd(tree, out, "tinyconfig"), log, "tinyconfig",
-                    env=env)
+    proc.run_logged(make_cmd(tree, out, "tinyconfig", arch=arch), log,
+                    "tinyconfig", env=env)
+    fragment = out / "zdinit-fragment.config"
+    fragment.write_text("".join(
+        f"{k}={v}\n" if v != "n" else f"# {k} is not set\n"
+        for k, v in wanted.items()))
+    merge_env = dict(env, **({"ARCH": arch.name} if arch else {}))
     proc.run_logged([str(tree / "scripts/kconfig/merge_config.sh"), "-m",
-                     "-O", str(out), str(out / ".config")]
-                    + [str(p) for p in paths], out / "merge.log",
-                    "merge_config", env=env, cwd=tree)
-    proc.run_logged(make_cmd(tree, out, "olddefconfig"), log, "olddefconfig",
-                    env=env)
+                     "-O", str(out), str(out / ".config"), str(fragment)],
+                    out / "merge.log", "merge_config", env=merge_env,
+                    cwd=tree)
+    proc.run_logged(make_cmd(tree, out, "olddefconfig", arch=arch), log,
+                    "olddefconfig", env=env)
     kconfig.verify(wanted, out / ".config")
     stamp.write_text(key + "\n")
 
@@ -92,12 +118,12 @@ def build_module(tree, out, env):
     return mdir / "zd_memremap.ko"
 
 
-def build_tree(name, tree, fragments, out=None):
+def build_tree(name, tree, fragments, out=None, only_defined=False):
     """Build bzImage, in-tree modules and the project module of one tree."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
-    configure(tree, out, fragments, env)
+    configure(tree, out, fragments, env, only_defined=only_defined)
     progress.say(f"building kernel '{name}' in {out}")
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules"),
                            out / "build.log", f"build {name}", env=env)
@@ -120,3 +146,18 @@ def build(variant):
         raise ZdinitError("variant 'patched' needs patches/linux-6.12/series")
     tree = source.variant_tree(variant, patches)
     return build_tree(variant, tree, fragments)
+
+
+def build_arch(name, tree, fragments, arch):
+    """Cross-build the kernel image of tree for arch; return its path."""
+    deps.require_tool(f"{arch.cross_compile}gcc", arch.package)
+    out = cache.build_dir(name)
+    env = make_env()
+    cache.require_free_space(cache.cache_dir(), 2 << 30, f"building {name}")
+    configure(tree, out, fragments, env, arch=arch)
+    progress.say(f"building kernel '{name}' for {arch.name} in {out}")
+    took = proc.run_logged(make_cmd(tree, out, pathlib.Path(arch.image).name,
+                                    arch=arch),
+                           out / "build.log", f"build {name}", env=env)
+    progress.say(f"kernel '{name}' built in {took:.0f}s")
+    return out / arch.image

@@ -28,7 +28,8 @@ def cmd_safety(args):
     deps.ensure_packages()
     jobs = safety.FULL if args.full else safety.REDUCED
     variants = sorted({v for job in jobs for v in job.kernels})
-    targets = {v: prepare_target(v, STRATEGIES if v == "patched" else ("auto",))
+    targets = {v: prepare_target(v, STRATEGIES if v in ("patched", "debug")
+                                 else ("auto",))
                for v in variants}
     first = targets[variants[0]]
     accel, _ = qemu.choose_accel(first.kernel, first.initrd)
@@ -55,9 +56,12 @@ def cmd_build(args):
 
 def cmd_check_series(args):
     deps.ensure_packages()
-    for result in series.check(build_each=not args.no_build):
+    results, other_arches = series.check(build_each=not args.no_build)
+    for result in results:
         built = f", built in {result.build_s:.0f}s" if result.build_s else ""
         print(f"{result.patch}: applies, checkpatch {result.checkpatch}{built}")
+    for line in other_arches:
+        print(line)
 
 
 def validate_bench(args):

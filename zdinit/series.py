@@ -4,7 +4,7 @@ import os
 import shutil
 import subprocess
 
-from zdinit import build, cache, progress, source
+from zdinit import build, cache, cross, progress, source
 from zdinit.errors import ZdinitError
 
 # Both files the series adds are covered by existing MAINTAINERS entries
@@ -36,11 +36,14 @@ def checkpatch(tree, patch):
     return "clean"
 
 
-def check(fragments=("zdinit",), build_each=True):
+def check(fragments=("zdinit", "series"), build_each=True):
     """Apply the series one patch at a time to a scratch tree.
 
     After each patch: checkpatch, then an incremental build of the kernel
-    and the project module, so every prefix of the series is bisectable.
+    and the project module, with the series' test options as far as the
+    patch defines them, so every prefix of the series is bisectable.  Then
+    the whole series is built for the other architectures (cross.py).
+    Returns (per-patch results, cross-build lines).
     """
     patches = source.series()
     if not patches:
@@ -57,6 +60,6 @@ def check(fragments=("zdinit",), build_each=True):
         took = 0.0
         if build_each:
             took = build.build_tree("bisect", tree, list(fragments),
-                                    out=out).build_s
+                                    out=out, only_defined=True).build_s
         results.append(PatchResult(patch.name, verdict, took))
-    return results
+    return results, cross.check(tree) if build_each else []
