@@ -66,7 +66,6 @@ def configure(tree, out, fragments, env):
     if stamp.exists() and stamp.read_text().strip() == key and \
             (out / ".config").exists():
         return
-    out.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     log = out / "config.log"
     proc.run_logged(make_cmd(tree, out, "tinyconfig"), log, "tinyconfig",
@@ -92,11 +91,31 @@ def build_module(tree, out, env):
     return mdir / "zd_memremap.ko"
 
 
+# In a build directory while a build runs there; removed only once the
+# kernel and the module are built.
+_BUILDING = ".zdinit-building"
+
+
+def claim_build_dir(out):
+    """Mark out as being built, first starting it afresh if the last build
+    there did not finish: a make killed half-way can leave truncated
+    objects newer than their sources, which the next make would trust."""
+    marker = out / _BUILDING
+    if marker.exists():
+        progress.say(f"the last build in {out} did not finish; "
+                     "starting that build directory afresh")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{os.getpid()}\n")
+    return marker
+
+
 def build_tree(name, tree, fragments, out=None):
     """Build bzImage, in-tree modules and the project module of one tree."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
+    building = claim_build_dir(out)
     configure(tree, out, fragments, env)
     progress.say(f"building kernel '{name}' in {out}")
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules"),
@@ -106,6 +125,7 @@ def build_tree(name, tree, fragments, out=None):
     release = subprocess.run(
         ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
         capture_output=True, text=True, env=env).stdout.strip()
+    building.unlink()
     return Kernel(name, tree, out, out / "arch/x86/boot/bzImage", module,
                   release, took)
 

@@ -43,7 +43,14 @@ def check_matrix(run):
     return lines
 
 
-def run(target, accel, size="4G"):
+def altmap_specs(size):
+    """The altmap cases, memmap in the (emulated) device: fsdax and devdax
+    map=dev, 2M and 1G aligned; checked before any kernel is built."""
+    return scenarios.plan(["fsdax-dev", "devdax-dev"], size, 2, ["2M", "1G"])
+
+
+def run(target, accel, altmap):
+    """altmap: altmap_specs()' RunSpecs."""
     # One word per kernel parameter: the guest splits the list on '+'.
     params = {"scenario": "memremap-matrix", "verify": 1,
               "strategies": ",".join(target.strategies),
@@ -60,10 +67,8 @@ def run(target, accel, size="4G"):
                           f"{matrix.verify}")
     out.append(f"module ranges: {matrix.verify['checked']} struct pages "
                f"compared with the slow path, 0 differ")
-    # The altmap cases: memmap in the (emulated) device.
-    specs = scenarios.plan(["fsdax-dev", "devdax-dev"], size, 2, ["2M", "1G"])
     with tempfile.TemporaryDirectory(prefix="zdinit-selftest-") as logs:
-        samples = bench.run_bench([target], specs, 1, accel,
+        samples = bench.run_bench([target], altmap, 1, accel,
                                   pathlib.Path(logs), verify=True)
     for (scenario, align, _, strategy), entry in sorted(samples.items()):
         out.append(f"{scenario}{' ' + align if align else ''} {strategy}->"
