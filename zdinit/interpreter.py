@@ -17,8 +17,8 @@ NEEDED = ("matplotlib",)
 REEXEC_GUARD = "ZDINIT_REEXEC_FROM"
 
 
-def missing_modules(names=NEEDED):
-    return [name for name in names if importlib.util.find_spec(name) is None]
+def missing_modules():
+    return [name for name in NEEDED if importlib.util.find_spec(name) is None]
 
 
 def is_system_python(executable=None):
