@@ -3,11 +3,13 @@ finished: stamps are written last, and an interrupted step leaves none."""
 import os
 import signal
 import subprocess
+import sys
 import tarfile
 import time
 
 import pytest
 
+from conftest import ROOT
 from zdinit import build, cache, kconfig, proc, source
 
 GOOD = """--- a/hello.c
@@ -175,3 +177,34 @@ def test_interrupted_command_is_stopped(tmp_path):
         signal.signal(signal.SIGALRM, old)
     with pytest.raises(ProcessLookupError):
         os.kill(int(pid_file.read_text()), 0)
+
+
+KILLED_PARENT = """
+import sys
+from zdinit import proc
+proc.run_logged(["sh", "-c", "echo $$ > " + sys.argv[1] + "; echo started; "
+                 "exec sleep 60"], sys.argv[2], "sleeper")
+"""
+
+
+def test_command_dies_with_a_killed_zdinit(tmp_path):
+    """zdinit killed by SIGKILL releases the lock at once: its make must
+    not go on writing into the cache beside the next run."""
+    pid_file = tmp_path / "pid"
+    parent = subprocess.Popen([sys.executable, "-c", KILLED_PARENT,
+                               str(pid_file), str(tmp_path / "log")],
+                              cwd=ROOT)
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    parent.kill()
+    parent.wait()
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail("the command outlived its zdinit")

@@ -1,4 +1,6 @@
 """Run long external commands with a log file and periodic progress."""
+import ctypes
+import signal
 import subprocess
 import time
 
@@ -7,6 +9,13 @@ from zdinit.errors import ZdinitError
 
 PROGRESS_EVERY_S = 20
 STOP_GRACE_S = 30
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent():
+    """In the child, before exec: SIGTERM when zdinit dies, even by
+    SIGKILL, so that no make outlives the cache lock."""
+    ctypes.CDLL(None).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def stop(proc):
@@ -30,7 +39,8 @@ def run_logged(cmd, log_path, label, env=None, cwd=None, tail_lines=15):
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True,
-                                env=env, cwd=cwd, errors="replace")
+                                env=env, cwd=cwd, errors="replace",
+                                preexec_fn=die_with_parent)
         try:
             for line in proc.stdout:
                 log.write(line)
