@@ -4,6 +4,7 @@ from zdinit import interpreter
 
 interpreter.ensure(sys.argv[1:])
 
-from zdinit.cli import main  # noqa: E402: only under the right interpreter
+# Imported only once the interpreter is the one that will run it.
+from zdinit.cli import main
 
 sys.exit(main())

@@ -4,6 +4,7 @@ Every option is checked before anything is installed, built or booted; a
 command that writes to the cache holds its lock for the whole run.
 """
 import argparse
+import functools
 import shlex
 import signal
 import sys
@@ -17,6 +18,14 @@ VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = ("auto", "slow", "template", "stream")
 
 
+def one_of(what, choices, text):
+    """argparse type (with functools.partial): one of choices."""
+    if text not in choices:
+        raise argparse.ArgumentTypeError(
+            f"unknown {what} '{text}'; choose from " + ", ".join(choices))
+    return text
+
+
 def comma_list(what, choices):
     """argparse type: a comma list of choices, at least one, none twice."""
     def parse(text):
@@ -27,23 +36,12 @@ def comma_list(what, choices):
         for item in items:
             if not item:
                 raise argparse.ArgumentTypeError(f"empty item in '{text}'")
-            if item not in choices:
-                raise argparse.ArgumentTypeError(
-                    f"unknown {what} '{item}'; choose from "
-                    + ", ".join(choices))
+            one_of(what, choices, item)
             if items.count(item) > 1:
                 raise argparse.ArgumentTypeError(
                     f"{what} '{item}' given twice")
         return items
     return parse
-
-
-def variant(text):
-    """argparse type: one kernel variant for 'build'."""
-    if text not in VARIANTS:
-        raise argparse.ArgumentTypeError(
-            f"unknown kernel '{text}'; choose from " + ", ".join(VARIANTS))
-    return text
 
 
 def prepare_target(variant, strategies):
@@ -172,7 +170,8 @@ def parser():
                    ).set_defaults(func=cmd_setup)
 
     b = sub.add_parser("build", help="build kernel variants")
-    b.add_argument("variants", nargs="*", type=variant, default=list(KERNELS),
+    b.add_argument("variants", nargs="*", default=list(KERNELS),
+                   type=functools.partial(one_of, "kernel", VARIANTS),
                    help="any of: " + ", ".join(VARIANTS)
                    + " (default: base patched)")
     b.set_defaults(func=cmd_build)
