@@ -87,7 +87,6 @@ def configure(tree, out, fragments, env, arch=None, only_defined=False):
     if stamp.exists() and stamp.read_text().strip() == key and \
             (out / ".config").exists():
         return
-    out.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     log = out / "config.log"
     proc.run_logged(make_cmd(tree, out, "tinyconfig", arch=arch), log,
@@ -118,11 +117,31 @@ def build_module(tree, out, env):
     return mdir / "zd_memremap.ko"
 
 
+# In a build directory while a build runs there; removed only once the
+# kernel and the module are built.
+_BUILDING = ".zdinit-building"
+
+
+def claim_build_dir(out):
+    """Mark out as being built, first starting it afresh if the last build
+    there did not finish: a make killed half-way can leave truncated
+    objects newer than their sources, which the next make would trust."""
+    marker = out / _BUILDING
+    if marker.exists():
+        progress.say(f"the last build in {out} did not finish; "
+                     "starting that build directory afresh")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{os.getpid()}\n")
+    return marker
+
+
 def build_tree(name, tree, fragments, out=None, only_defined=False):
     """Build bzImage, in-tree modules and the project module of one tree."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
+    building = claim_build_dir(out)
     configure(tree, out, fragments, env, only_defined=only_defined)
     progress.say(f"building kernel '{name}' in {out}")
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules"),
@@ -132,6 +151,7 @@ def build_tree(name, tree, fragments, out=None, only_defined=False):
     release = subprocess.run(
         ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
         capture_output=True, text=True, env=env).stdout.strip()
+    building.unlink()
     return Kernel(name, tree, out, out / "arch/x86/boot/bzImage", module,
                   release, took)
 
@@ -154,10 +174,12 @@ def build_arch(name, tree, fragments, arch):
     out = cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 2 << 30, f"building {name}")
+    building = claim_build_dir(out)
     configure(tree, out, fragments, env, arch=arch)
     progress.say(f"building kernel '{name}' for {arch.name} in {out}")
     took = proc.run_logged(make_cmd(tree, out, pathlib.Path(arch.image).name,
                                     arch=arch),
                            out / "build.log", f"build {name}", env=env)
     progress.say(f"kernel '{name}' built in {took:.0f}s")
+    building.unlink()
     return out / arch.image

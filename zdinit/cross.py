@@ -7,6 +7,7 @@ generic memfill_nt().  i386 has no ZONE_DEVICE: building it shows that
 what the series adds outside ZONE_DEVICE compiles there.
 """
 import dataclasses
+import shutil
 import subprocess
 
 from zdinit import build, cache, deps, kunit, progress
@@ -54,6 +55,9 @@ def check(tree):
     lines = []
     for target in TARGETS:
         name = f"cross-{target.arch.name}"
+        # tree was made afresh (source.clone_tree()), with files older than
+        # the objects of the last build here: make would keep those.
+        shutil.rmtree(cache.build_dir(name), ignore_errors=True)
         image = build.build_arch(name, tree, list(target.fragments),
                                  target.arch)
         line = f"{target.arch.name}: built {image.name}"

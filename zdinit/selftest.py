@@ -103,16 +103,20 @@ def run_skip_injection(target, accel, logs):
             for c in checks]
 
 
-def run(target, accel, size="4G"):
+def altmap_specs(size):
+    """The altmap cases, memmap in the (emulated) device: fsdax and devdax
+    map=dev, 2M and 1G aligned; checked before any kernel is built."""
+    return scenarios.plan(["fsdax-dev", "devdax-dev"], size, 2, ["2M", "1G"])
+
+
+def run(target, accel, altmap):
+    """altmap: altmap_specs()' RunSpecs."""
     with tempfile.TemporaryDirectory(prefix="zdinit-selftest-") as tmp:
         logs = pathlib.Path(tmp)
         out = [run_kunit(target, accel, logs)]
         out += run_module_matrix(target, accel, logs)
         out += run_skip_injection(target, accel, logs)
-        # The altmap cases: memmap in the (emulated) device.
-        specs = scenarios.plan(["fsdax-dev", "devdax-dev"], size, 2,
-                               ["2M", "1G"])
-        samples = bench.run_bench([target], specs, 1, accel, logs,
+        samples = bench.run_bench([target], altmap, 1, accel, logs,
                                   verify=True)
     for (scenario, align, _, strategy), entry in sorted(samples.items()):
         out.append(f"{scenario}{' ' + align if align else ''} {strategy}->"
