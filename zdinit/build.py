@@ -69,20 +69,13 @@ def make_cmd(tree, out, *targets, arch=None):
     return cmd + list(targets)
 
 
-def configure(tree, out, fragments, env, arch=None, only_defined=False):
-    """tinyconfig + fragments + olddefconfig, verified; redone on change.
-
-    only_defined: leave out the requested options this tree does not
-    define (a prefix of the series that does not add them yet).
-    """
+def configure(tree, out, fragments, env, arch=None):
+    """tinyconfig + fragments + olddefconfig, verified; redone on change."""
     paths = kconfig.fragment_paths(fragments)
     wanted = kconfig.requested(paths)
-    if only_defined:
-        wanted = kconfig.defined_in(tree, wanted)
     key = hashlib.sha256(
         "".join(p.read_text() for p in paths).encode()
-        + str(tree).encode() + " ".join(sorted(wanted)).encode()
-        + str(arch).encode()).hexdigest()[:16]
+        + str(tree).encode() + str(arch).encode()).hexdigest()[:16]
     stamp = out / ".zdinit-config"
     if stamp.exists() and stamp.read_text().strip() == key and \
             (out / ".config").exists():
@@ -91,15 +84,11 @@ def configure(tree, out, fragments, env, arch=None, only_defined=False):
     log = out / "config.log"
     proc.run_logged(make_cmd(tree, out, "tinyconfig", arch=arch), log,
                     "tinyconfig", env=env)
-    fragment = out / "zdinit-fragment.config"
-    fragment.write_text("".join(
-        f"{k}={v}\n" if v != "n" else f"# {k} is not set\n"
-        for k, v in wanted.items()))
     merge_env = dict(env, **({"ARCH": arch.name} if arch else {}))
     proc.run_logged([str(tree / "scripts/kconfig/merge_config.sh"), "-m",
-                     "-O", str(out), str(out / ".config"), str(fragment)],
-                    out / "merge.log", "merge_config", env=merge_env,
-                    cwd=tree)
+                     "-O", str(out), str(out / ".config")]
+                    + [str(p) for p in paths], out / "merge.log",
+                    "merge_config", env=merge_env, cwd=tree)
     proc.run_logged(make_cmd(tree, out, "olddefconfig", arch=arch), log,
                     "olddefconfig", env=env)
     kconfig.verify(wanted, out / ".config")
@@ -136,13 +125,13 @@ def claim_build_dir(out):
     return marker
 
 
-def build_tree(name, tree, fragments, out=None, only_defined=False):
+def build_tree(name, tree, fragments, out=None):
     """Build bzImage, in-tree modules and the project module of one tree."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
     building = claim_build_dir(out)
-    configure(tree, out, fragments, env, only_defined=only_defined)
+    configure(tree, out, fragments, env)
     progress.say(f"building kernel '{name}' in {out}")
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules"),
                            out / "build.log", f"build {name}", env=env)

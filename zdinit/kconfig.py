@@ -40,20 +40,6 @@ def requested(paths):
     return options
 
 
-_DEFINES = re.compile(r"^\s*(?:menu)?config\s+(\w+)", re.M)
-
-
-def defined_in(tree, wanted):
-    """The options of wanted that some Kconfig file of tree defines."""
-    symbols = set()
-    for path in pathlib.Path(tree).rglob("Kconfig*"):
-        if path.is_file():
-            symbols.update(_DEFINES.findall(
-                path.read_text(errors="replace")))
-    return {k: v for k, v in wanted.items()
-            if k.removeprefix("CONFIG_") in symbols}
-
-
 def mismatches(wanted, dotconfig_text):
     """(option, wanted, got) for every requested option that did not stick."""
     have = parse(dotconfig_text)
