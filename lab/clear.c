@@ -42,14 +42,6 @@ static const struct {
 	[CM_AVX512] = { LINE, LINE, S_AVX512 },
 };
 
-int clear_method_find(const char *name)
-{
-	for (int i = 0; i < NR_CLEAR_METHODS; i++)
-		if (!strcmp(clear_method_names[i], name))
-			return i;
-	return -1;
-}
-
 /* The kernel picks REP STOSB only with ERMS (its alternatives do so). */
 bool clear_method_supported(enum clear_method m, const struct cpu_features *f)
 {

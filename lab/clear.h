@@ -31,7 +31,6 @@ enum clear_method {
 };
 
 extern const char *const clear_method_names[NR_CLEAR_METHODS];
-int clear_method_find(const char *name);
 bool clear_method_supported(enum clear_method m, const struct cpu_features *f);
 /* 6.12's methods zero one 4 KB page per call whatever the extent. */
 bool clear_method_per_page(enum clear_method m);

@@ -161,7 +161,7 @@ struct clear_opts {
 	size_t region;
 	int states[MAX_LIST], nstates;
 	int backings[MAX_LIST], nbackings;
-	int methods[NR_CLEAR_METHODS], nmethods;
+	int methods[MAX_LIST], nmethods;
 	size_t touch[MAX_LIST];
 	int ntouch;
 	int pool, radius, reps;
@@ -272,34 +272,24 @@ static void prepare(enum clear_state st, unsigned char *p, size_t len)
 		write_pattern(p, len);
 }
 
-static void print_summary(double *ns, int reps, size_t bytes)
+/* Wall-clock samples and their summary, then the CPU-time median. */
+static void print_summary(const double *ns, const double *cpu_time, int reps,
+			  size_t bytes)
 {
-	double sorted[MAX_REPS], med;
+	double wall[MAX_REPS], cpu[MAX_REPS], med, cpu_med;
 
+	memcpy(wall, ns, sizeof(*ns) * reps);
+	memcpy(cpu, cpu_time, sizeof(*cpu_time) * reps);
+	med = median_of(wall, reps);
+	cpu_med = median_of(cpu, reps);
 	print_samples(ns, reps);
-	memcpy(sorted, ns, sizeof(*ns) * reps);
-	med = median_of(sorted, reps);
 	printf(", \"median_ns\": %.0f, \"min_ns\": %.0f, \"max_ns\": %.0f, "
 	       "\"gb_per_s\": %.3f, \"gb_per_s_min\": %.3f, "
-	       "\"gb_per_s_max\": %.3f",
-	       med, sorted[0], sorted[reps - 1], bytes / med,
-	       bytes / sorted[reps - 1], bytes / sorted[0]);
-}
-
-/* One warm-up, then reps timed clears of the region, each prepared. */
-static void time_region(enum clear_method m, enum clear_state st,
-			unsigned char *buf, size_t region, size_t extent,
-			int reps, double *ns)
-{
-	for (int r = -1; r < reps; r++) {
-		double t0;
-
-		prepare(st, buf, region);
-		t0 = now_ns();
-		clear_extents(m, buf, region, extent);
-		if (r >= 0)
-			ns[r] = now_ns() - t0;
-	}
+	       "\"gb_per_s_max\": %.3f, \"cpu_median_ns\": %.0f, "
+	       "\"cpu_gb_per_s\": %.3f",
+	       med, wall[0], wall[reps - 1], bytes / med,
+	       bytes / wall[reps - 1], bytes / wall[0], cpu_med,
+	       bytes / cpu_med);
 }
 
 static const char *sep(bool *first)
@@ -310,32 +300,64 @@ static const char *sep(bool *first)
 	return s;
 }
 
-static void bench_one(enum backing b, enum clear_state st, enum clear_method m,
-		      size_t extent, const struct clear_opts *o,
-		      unsigned char *buf, size_t thp, bool *first)
-{
-	double ns[MAX_REPS];
+/* A method at an extent, and its samples. */
+struct bench_cell {
+	enum clear_method m;
+	size_t extent;
+	double ns[MAX_REPS], cpu[MAX_REPS];
+};
 
-	printf("%s{\"backing\": \"%s\", \"state\": \"%s\", \"method\": \"%s\", "
-	       "\"extent_bytes\": %zu, \"region_bytes\": %zu, ", sep(first),
-	       backing_names[b], clear_state_names[st], clear_method_names[m],
-	       extent, o->region);
-	if (b == B_THP)
-		printf("\"thp_bytes\": %zu, ", thp);
-	if (!clear_method_supported(m, cpu)) {
-		printf("\"unsupported\": true}\n");
-		return;
-	}
-	time_region(m, st, buf, o->region, extent, o->reps, ns);
-	print_summary(ns, o->reps, o->region);
-	printf("}\n");
-	fflush(stdout);
+/* 6.12's methods clear 4 KB per call: one cell each, whatever the extents. */
+static int bench_cells(const struct clear_opts *o, struct bench_cell *cells)
+{
+	int n = 0;
+
+	for (int k = 0; k < o->nmethods; k++)
+		if (clear_method_per_page(o->methods[k]))
+			cells[n++] = (struct bench_cell){ .m = o->methods[k],
+							  .extent = PAGE_4K };
+	for (int e = 0; e < o->nextents; e++)
+		for (int k = 0; k < o->nmethods; k++)
+			if (!clear_method_per_page(o->methods[k]))
+				cells[n++] = (struct bench_cell){
+					.m = o->methods[k], .extent = o->extents[e] };
+	return n;
+}
+
+/*
+ * Every cell once per round, a warm-up round first: on a busy machine a
+ * neighbour's burst then slows one repetition of every method rather than
+ * every repetition of one.
+ */
+static void bench_state(enum clear_state st, struct bench_cell *cells, int n,
+			unsigned char *buf, const struct clear_opts *o)
+{
+	for (int r = -1; r < o->reps; r++)
+		for (int c = 0; c < n; c++) {
+			double t0, c0;
+
+			if (!clear_method_supported(cells[c].m, cpu))
+				continue;
+			prepare(st, buf, o->region);
+			c0 = cpu_ns();
+			t0 = now_ns();
+			clear_extents(cells[c].m, buf, o->region, cells[c].extent);
+			if (r >= 0) {
+				cells[c].ns[r] = now_ns() - t0;
+				cells[c].cpu[r] = cpu_ns() - c0;
+			}
+		}
 }
 
 static void clear_bench(const struct clear_opts *o)
 {
+	struct bench_cell *cells = calloc(MAX_LIST * (MAX_LIST + 1),
+					  sizeof(*cells));
+	int n = bench_cells(o, cells);
 	bool first = true;
 
+	if (!cells)
+		die("out of memory");
 	putchar('{');
 	print_cpu_json(cpu);
 	printf(", \"command\": \"clear bench\", \"reps\": %d, \"runs\": [\n",
@@ -354,21 +376,30 @@ static void clear_bench(const struct clear_opts *o)
 		}
 		thp = b == B_THP ? thp_bytes(buf, o->region) : 0;
 		for (int si = 0; si < o->nstates; si++) {
-			/* 6.12's methods clear 4 KB per call: one extent size. */
-			for (int k = 0; k < o->nmethods; k++)
-				if (clear_method_per_page(o->methods[k]))
-					bench_one(b, o->states[si], o->methods[k],
-						  PAGE_4K, o, buf, thp, &first);
-			for (int e = 0; e < o->nextents; e++)
-				for (int k = 0; k < o->nmethods; k++)
-					if (!clear_method_per_page(o->methods[k]))
-						bench_one(b, o->states[si],
-							  o->methods[k], o->extents[e],
-							  o, buf, thp, &first);
+			bench_state(o->states[si], cells, n, buf, o);
+			for (int c = 0; c < n; c++) {
+				printf("%s{\"backing\": \"%s\", \"state\": \"%s\", "
+				       "\"method\": \"%s\", \"extent_bytes\": %zu, "
+				       "\"region_bytes\": %zu, ", sep(&first),
+				       backing_names[b],
+				       clear_state_names[o->states[si]],
+				       clear_method_names[cells[c].m],
+				       cells[c].extent, o->region);
+				if (b == B_THP)
+					printf("\"thp_bytes\": %zu, ", thp);
+				if (clear_method_supported(cells[c].m, cpu))
+					print_summary(cells[c].ns, cells[c].cpu, o->reps,
+						      o->region);
+				else
+					printf("\"unsupported\": true");
+				printf("}\n");
+			}
+			fflush(stdout);
 		}
 		unmap_buffer(b, buf, o->region);
 	}
 	printf("]}\n");
+	free(cells);
 }
 
 /* ---- fault -------------------------------------------------------------- */
@@ -413,55 +444,60 @@ static void zero_page(enum order ord, enum clear_method m, unsigned char *page,
 		clear_neighbourhood_last(m, cpu, page, HUGE_2M, 0, radius);
 }
 
+/* A method, an access and a size touched, and its samples per order. */
+struct fault_cell {
+	enum clear_method m;
+	enum access a;
+	size_t n;
+	double total[NR_ORDERS][MAX_REPS], cleared[NR_ORDERS][MAX_REPS];
+	double total_cpu[NR_ORDERS][MAX_REPS];
+};
+
 /*
- * Fault at the page's first byte; per repetition both orders run, on
- * different cold pages, so drift on a busy machine hits both alike.
+ * Fault at the page's first byte.  Every cell and both orders once per
+ * round, each on the next cold page of the pool, a warm-up round first.
  */
-static void fault_cell(enum clear_method m, enum access a, size_t n,
-		       const struct clear_opts *o, unsigned char *pool,
-		       size_t *next, bool *first)
+static void fault_rounds(struct fault_cell *cells, int n,
+			 const struct clear_opts *o, unsigned char *pool)
 {
-	static double total[NR_ORDERS][MAX_REPS], cleared[NR_ORDERS][MAX_REPS];
+	size_t next = 0;
 
 	for (int r = -1; r < o->reps; r++)
-		for (int ord = 0; ord < NR_ORDERS; ord++) {
-			unsigned char *page = pool + (*next)++ % o->pool * HUGE_2M;
-			double t0, t1, t2;
+		for (int c = 0; c < n; c++)
+			for (int ord = 0; ord < NR_ORDERS; ord++) {
+				unsigned char *page = pool + next++ % o->pool * HUGE_2M;
+				double t0, t1, t2, c0;
 
-			flush_range(cpu, page, HUGE_2M);
-			t0 = now_ns();
-			zero_page(ord, m, page, o->radius);
-			t1 = now_ns();
-			touch(a, page, n);
-			t2 = now_ns();
-			if (r >= 0) {
-				total[ord][r] = t2 - t0;
-				cleared[ord][r] = t1 - t0;
+				flush_range(cpu, page, HUGE_2M);
+				c0 = cpu_ns();
+				t0 = now_ns();
+				zero_page(ord, cells[c].m, page, o->radius);
+				t1 = now_ns();
+				touch(cells[c].a, page, cells[c].n);
+				t2 = now_ns();
+				if (r >= 0) {
+					cells[c].total[ord][r] = t2 - t0;
+					cells[c].cleared[ord][r] = t1 - t0;
+					cells[c].total_cpu[ord][r] = cpu_ns() - c0;
+				}
 			}
-		}
-	for (int ord = 0; ord < NR_ORDERS; ord++) {
-		printf("%s{\"method\": \"%s\", \"access\": \"%s\", "
-		       "\"touch_bytes\": %zu, \"order\": \"%s\", "
-		       "\"radius_pages\": %d, \"clear_median_ns\": %.0f, ",
-		       sep(first), clear_method_names[m], access_names[a], n,
-		       order_names[ord], o->radius,
-		       median_of(cleared[ord], o->reps));
-		print_summary(total[ord], o->reps, HUGE_2M);
-		printf("}\n");
-	}
-	fflush(stdout);
 }
 
 static void clear_fault(const struct clear_opts *o)
 {
-	size_t len = (size_t)o->pool * HUGE_2M, next = 0, thp;
+	size_t len = (size_t)o->pool * HUGE_2M;
+	struct fault_cell *cells = calloc(MAX_LIST * NR_ACCESSES * MAX_LIST,
+					  sizeof(*cells));
 	enum backing b = o->backings[0];
 	bool first = true;
 	char why[160];
 	unsigned char *pool;
+	int n = 0;
 
 	if (o->nbackings != 1)
 		die("clear fault takes one backing");
+	if (!cells)
+		die("out of memory");
 	pool = map_buffer(b, len, why, sizeof(why));
 	putchar('{');
 	print_cpu_json(cpu);
@@ -470,10 +506,11 @@ static void clear_fault(const struct clear_opts *o)
 	       o->reps);
 	if (!pool) {
 		printf("\"unavailable\": true, \"why\": \"%s\", \"runs\": []}\n", why);
+		free(cells);
 		return;
 	}
-	thp = b == B_THP ? thp_bytes(pool, len) : 0;
-	printf("\"pool_bytes\": %zu, \"thp_bytes\": %zu, \"runs\": [\n", len, thp);
+	printf("\"pool_bytes\": %zu, \"thp_bytes\": %zu, \"runs\": [\n", len,
+	       b == B_THP ? thp_bytes(pool, len) : 0);
 	for (int k = 0; k < o->nmethods; k++) {
 		enum clear_method m = o->methods[k];
 
@@ -483,12 +520,28 @@ static void clear_fault(const struct clear_opts *o)
 			continue;
 		}
 		for (int a = 0; a < NR_ACCESSES; a++)
-			for (int t = 0; t < o->ntouch; t++)
-				fault_cell(m, a, o->touch[t], o, pool, &next,
-					   &first);
+			for (int t = 0; t < o->ntouch; t++) {
+				cells[n].m = m;
+				cells[n].a = a;
+				cells[n++].n = o->touch[t];
+			}
 	}
+	fault_rounds(cells, n, o, pool);
+	for (int c = 0; c < n; c++)
+		for (int ord = 0; ord < NR_ORDERS; ord++) {
+			printf("%s{\"method\": \"%s\", \"access\": \"%s\", "
+			       "\"touch_bytes\": %zu, \"order\": \"%s\", "
+			       "\"radius_pages\": %d, \"clear_median_ns\": %.0f, ",
+			       sep(&first), clear_method_names[cells[c].m],
+			       access_names[cells[c].a], cells[c].n, order_names[ord],
+			       o->radius, median_of(cells[c].cleared[ord], o->reps));
+			print_summary(cells[c].total[ord], cells[c].total_cpu[ord],
+				      o->reps, HUGE_2M);
+			printf("}\n");
+		}
 	printf("]}\n");
 	unmap_buffer(b, pool, len);
+	free(cells);
 }
 
 int clear_main(int argc, char **argv, const struct cpu_features *f)

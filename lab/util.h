@@ -17,6 +17,12 @@ int parse_int(const char *text, int lo, int hi, const char *what);
 int find_name(const char *const *names, int n, const char *name);
 
 double now_ns(void);
+/*
+ * This thread's CPU time: unlike now_ns() it stops while the thread is
+ * descheduled, so on a shared machine it shows what a time lost to other
+ * tasks (memory stalls still count: the thread is running).
+ */
+double cpu_ns(void);
 /* Sorts ns in place. */
 double median_of(double *ns, int reps);
 void print_samples(const double *ns, int reps);

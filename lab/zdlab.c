@@ -152,25 +152,34 @@ static double timed_run(struct job proto, int nthreads)
 
 /* ---- commands ------------------------------------------------------- */
 
+/* A JSON list of the names whose flag is set. */
+static void print_names(const char *const *names, const bool *ok, int n)
+{
+	putchar('[');
+	for (int i = 0, first = 1; i < n; i++) {
+		if (!ok[i])
+			continue;
+		printf("%s\"%s\"", first ? "" : ", ", names[i]);
+		first = 0;
+	}
+	putchar(']');
+}
+
 static void print_features(void)
 {
+	bool strategies[NR_STRATEGIES], methods[NR_CLEAR_METHODS];
+
+	for (int s = 0; s < NR_STRATEGIES; s++)
+		strategies[s] = strategy_supported(s, &cpu);
+	for (int m = 0; m < NR_CLEAR_METHODS; m++)
+		methods[m] = clear_method_supported(m, &cpu);
 	putchar('{');
 	print_cpu_json(&cpu);
-	printf(", \"supported\": [");
-	for (int s = 0, first = 1; s < NR_STRATEGIES; s++) {
-		if (!strategy_supported(s, &cpu))
-			continue;
-		printf("%s\"%s\"", first ? "" : ", ", strategy_names[s]);
-		first = 0;
-	}
-	printf("], \"clear_supported\": [");
-	for (int m = 0, first = 1; m < NR_CLEAR_METHODS; m++) {
-		if (!clear_method_supported(m, &cpu))
-			continue;
-		printf("%s\"%s\"", first ? "" : ", ", clear_method_names[m]);
-		first = 0;
-	}
-	printf("]}\n");
+	printf(", \"supported\": ");
+	print_names(strategy_names, strategies, NR_STRATEGIES);
+	printf(", \"clear_supported\": ");
+	print_names(clear_method_names, methods, NR_CLEAR_METHODS);
+	printf("}\n");
 }
 
 /* Write one case with strategy s and compare with the reference. */
@@ -263,7 +272,7 @@ struct bench_opts {
 	int nsizes;
 	int states[MAX_LIST], nstates;
 	int backings[MAX_LIST], nbackings;
-	int strategies[NR_STRATEGIES], nstrategies;
+	int strategies[MAX_LIST], nstrategies;
 	int threads[MAX_LIST], nthreads;
 	int reps;
 };

@@ -25,6 +25,12 @@ GOALS = {"vs_upstream_2M": 2.5, "vs_stock_4K": 3.5}
 # stretch).
 SATURATION = 0.95
 HUGEPAGES = pathlib.Path("/sys/kernel/mm/hugepages")
+# The recommendation reads the medians of the thread's CPU time, which stop
+# while it is descheduled: on a quiet machine they equal the wall-clock
+# ones (both are in lab.json), on a shared one they are what is left of
+# the measurement.
+RATE = "cpu_gb_per_s"
+COST = "cpu_median_ns"
 
 
 def pow2_floor(n):
@@ -125,7 +131,7 @@ def measured(runs):
 
 def best_of(runs, names):
     ok = [r for r in measured(runs) if r["method"] in names]
-    return max(ok, key=lambda r: r["gb_per_s"]) if ok else None
+    return max(ok, key=lambda r: r[RATE]) if ok else None
 
 
 def recommend(bench_runs):
@@ -138,7 +144,7 @@ def recommend(bench_runs):
                 if (r["backing"], r["state"]) == (backing, state)]
         extents = sorted({r["extent_bytes"] for r in mine
                           if r["method"] not in PER_PAGE})
-        upstream = {r["extent_bytes"]: r["gb_per_s"] for r in mine
+        upstream = {r["extent_bytes"]: r[RATE] for r in mine
                     if r["method"] == UPSTREAM}
         rec = {"best_by_extent": {}, "batch_bytes": None,
                "stream_wins_from_bytes": None}
@@ -153,10 +159,10 @@ def recommend(bench_runs):
             at = [r for r in mine if r["extent_bytes"] == extent]
             win = best_of(at, CACHED_EXTENT + STREAMING)
             rec["best_by_extent"][str(extent)] = {
-                "method": win["method"], "gb_per_s": win["gb_per_s"]}
+                "method": win["method"], "gb_per_s": win[RATE]}
             s, c = best_of(at, STREAMING), best_of(at, CACHED_EXTENT)
             if s and c:
-                wins[extent] = s["gb_per_s"] > c["gb_per_s"]
+                wins[extent] = s[RATE] > c[RATE]
         rec["stream_wins_by_extent"] = {str(e): w for e, w in wins.items()}
         rec["stream_wins_from_bytes"] = min((e for e, w in wins.items() if w),
                                             default=None)
@@ -166,11 +172,11 @@ def recommend(bench_runs):
                         (STOCK,))
         if top:
             ratios = {"best_2M": top["method"],
-                      "best_2M_gb_per_s": top["gb_per_s"]}
+                      "best_2M_gb_per_s": top[RATE]}
             if UPSTREAM in [r["method"] for r in at_2m]:
-                ratios["vs_upstream_2M"] = top["gb_per_s"] / upstream[HUGE_2M]
+                ratios["vs_upstream_2M"] = top[RATE] / upstream[HUGE_2M]
             if stock:
-                ratios["vs_stock_4K"] = top["gb_per_s"] / stock["gb_per_s"]
+                ratios["vs_stock_4K"] = top[RATE] / stock[RATE]
             for goal, want in GOALS.items():
                 if goal in ratios:
                     ratios[f"{goal}_meets_goal"] = ratios[goal] >= want
@@ -187,13 +193,13 @@ def fault_summary(fault_runs):
         cells.setdefault((r["access"], r["touch_bytes"]), []).append(r)
     out = {}
     for (access, touched), rows in sorted(cells.items()):
-        win = min(rows, key=lambda r: r["median_ns"])
+        win = min(rows, key=lambda r: r[COST])
         by_method = {}
         for r in rows:
-            by_method.setdefault(r["method"], {})[r["order"]] = r["median_ns"]
+            by_method.setdefault(r["method"], {})[r["order"]] = r[COST]
         out.setdefault(access, {})[str(touched)] = {
             "fastest": f"{win['method']} {win['order']}",
-            "fastest_us": win["median_ns"] / 1e3,
+            "fastest_us": win[COST] / 1e3,
             "neighbourhood_saves_us": {
                 m: (o["plain"] - o["neighbourhood-last"]) / 1e3
                 for m, o in sorted(by_method.items())
@@ -217,22 +223,23 @@ def grid(rows):
 
 def bench_table(runs):
     rows = [["sweep", "backing", "state", "region", "extent", "method",
-             "GB/s", "min-max GB/s", "THP"]]
+             "GB/s", "min-max GB/s", "cpu GB/s", "THP"]]
     for r in runs:
         head = [r["sweep"], r["backing"], r.get("state", "-"),
                 fmt_size(r["region_bytes"])]
         if r.get("unavailable"):
-            rows.append(head + ["-", "-", "unavailable", "", ""])
+            rows.append(head + ["-", "-", "unavailable", "", "", ""])
         elif r.get("unsupported"):
             rows.append(head + [fmt_size(r["extent_bytes"]), r["method"],
-                                "unsupported", "", ""])
+                                "unsupported", "", "", ""])
         else:
             thp = (f"{r['thp_bytes'] / r['region_bytes']:.0%}"
                    if "thp_bytes" in r else "")
             rows.append(head + [fmt_size(r["extent_bytes"]), r["method"],
                                 f"{r['gb_per_s']:.1f}",
                                 f"{r['gb_per_s_min']:.1f}-"
-                                f"{r['gb_per_s_max']:.1f}", thp])
+                                f"{r['gb_per_s_max']:.1f}",
+                                f"{r[RATE]:.1f}", thp])
     why = [f"{r['backing']} unavailable: {r['why']}" for r in runs
            if r.get("unavailable")]
     return "\n".join([grid(rows)] + why)
@@ -240,16 +247,17 @@ def bench_table(runs):
 
 def fault_table(runs):
     rows = [["method", "access", "first", "order", "total us", "p10-p90 us",
-             "clear us"]]
+             "cpu us", "clear us"]]
     for r in runs:
         if r.get("unsupported"):
-            rows.append([r["method"], "unsupported", "", "", "", "", ""])
+            rows.append([r["method"], "unsupported", "", "", "", "", "", ""])
             continue
         us = [v / 1e3 for v in r["samples_ns"]]
         rows.append([r["method"], r["access"], fmt_size(r["touch_bytes"]),
                      r["order"], f"{statistics.median(us):.1f}",
                      f"{stats.percentile(us, 10):.1f}-"
                      f"{stats.percentile(us, 90):.1f}",
+                     f"{r[COST] / 1e3:.1f}",
                      f"{r['clear_median_ns'] / 1e3:.1f}"])
     return grid(rows)
 
@@ -281,39 +289,49 @@ def plot(bench_runs, fault_runs, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    names = PER_PAGE + CACHED_EXTENT + STREAMING
+    color = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
     panels = [(s, [r for r in measured(bench_runs)
                    if r["backing"] == "anon-thp" and r["state"] == s])
               for s in ("cold", "hot")]
-    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     for ax, (state, mine) in zip(axes, panels):
-        for name in sorted({r["method"] for r in mine}):
-            pts = sorted((r["extent_bytes"], r["gb_per_s"])
+        region = {r["region_bytes"] for r in mine}
+        for name in [n for n in names if n in {r["method"] for r in mine}]:
+            pts = sorted((r["extent_bytes"], r[RATE])
                          for r in mine if r["method"] == name)
             if name in PER_PAGE:
-                ax.axhline(pts[0][1], linestyle=":", linewidth=1,
-                           color="grey" if name != STOCK else "black",
-                           label=f"{name} (per 4K)")
+                ax.axhline(pts[0][1], linestyle=":", color=color[name],
+                           label=f"{name} (4K per call)")
                 continue
-            ax.plot([p[0] / 2**20 for p in pts], [p[1] for p in pts],
-                    marker="o", label=name)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"THP, destination {state}")
-        ax.set_xlabel("extent per call (MiB)")
-        ax.set_ylabel("GB/s (median)")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
+                    color=color[name], label=name)
+        ticks = sorted({r["extent_bytes"] for r in mine} - {PAGE_4K})
+        if ticks:
+            ax.set_xscale("log", base=2)
+            ax.set_xticks(ticks, [fmt_size(t) for t in ticks])
+        ax.set_title(f"THP, destination {state}, region "
+                     + ",".join(fmt_size(r) for r in sorted(region)))
+        ax.set_xlabel("extent per call")
+        ax.set_ylabel("GB/s (median, CPU time)")
     axes[0].legend(fontsize=7)
     ax = axes[2]
     reads = [r for r in measured(fault_runs) if r["access"] == "read"]
-    for name in sorted({r["method"] for r in reads}):
+    for name in [n for n in names if n in {r["method"] for r in reads}]:
         for order, style in (("plain", "-"), ("neighbourhood-last", "--")):
-            pts = sorted((r["touch_bytes"], r["median_ns"]) for r in reads
+            pts = sorted((r["touch_bytes"], r[COST]) for r in reads
                          if r["method"] == name and r["order"] == order)
-            ax.plot([p[0] / 1024 for p in pts], [p[1] / 1e3 for p in pts],
-                    style, marker=".",
-                    label=f"{name}{' nbhd' if order != 'plain' else ''}")
-    ax.set_xscale("log", base=2)
-    ax.set_title("clear 2 MB, then read the first N KB")
-    ax.set_xlabel("N (KiB)")
-    ax.set_ylabel("total us (median)")
+            ax.plot([p[0] for p in pts], [p[1] / 1e3 for p in pts], style,
+                    marker=".", color=color[name],
+                    label=name if order == "plain" else None)
+    ticks = sorted({r["touch_bytes"] for r in reads})
+    if ticks:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [fmt_size(t) for t in ticks])
+    ax.set_title("cold 2 MB page: clear, then read the first N\n"
+                 "(dashed: neighbourhood cleared last)")
+    ax.set_xlabel("N")
+    ax.set_ylabel("clear + read, us (median CPU time)")
     ax.legend(fontsize=6, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
