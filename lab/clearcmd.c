@@ -35,12 +35,8 @@
  * neighbourhood: FOLIO_ZERO_LOCALITY_RADIUS pages either side.
  */
 #define DEFAULT_RADIUS	2
-/*
- * Fault pages cycle through a pool of this many 2 MB pages (64 MB, twice
- * this CPU's 32 MB L3), so a page was last touched long before it is
- * flushed and zeroed again.
- */
-#define DEFAULT_POOL	32
+/* The last page index a radius can reach from page 0 of a 2 MB page. */
+#define MAX_RADIUS	(HUGE_2M / PAGE_4K - 1)
 
 enum clear_state { CS_COLD, CS_HOT, NR_CLEAR_STATES };
 static const char *const clear_state_names[NR_CLEAR_STATES] = { "cold", "hot" };
@@ -187,6 +183,17 @@ static void parse_names(char *list, int *out, int *n, const char *const *names,
 			die("unknown %s '%s'", what, items[k]);
 }
 
+/*
+ * Fault pages cycle through a pool twice the size of the last-level cache,
+ * so a page was last touched long before it is flushed and zeroed again.
+ */
+static int default_pool(void)
+{
+	size_t pages = 2 * ((size_t)cpu->llc_kb << 10) / HUGE_2M;
+
+	return pages < 2 ? 2 : (int)pages;
+}
+
 /* Options either command takes; a bench-only one is refused by fault. */
 static void parse_clear(int argc, char **argv, bool fault,
 			struct clear_opts *o)
@@ -198,14 +205,14 @@ static void parse_clear(int argc, char **argv, bool fault,
 		.backings = { B_THP }, .nbackings = 1,
 		.touch = { 4 << 10, 64 << 10, 256 << 10, 1 << 20, HUGE_2M },
 		.ntouch = 5,
-		.pool = DEFAULT_POOL, .radius = DEFAULT_RADIUS,
+		.pool = default_pool(), .radius = DEFAULT_RADIUS,
 		.reps = fault ? 21 : 5,
 	};
 	for (int m = 0; m < NR_CLEAR_METHODS; m++)
 		o->methods[o->nmethods++] = m;
 	for (int i = 0; i < argc; i += 2) {
 		const char *opt = argv[i];
-		char *val = argv[i + 1];
+		char *val;
 		bool bench_only = !strcmp(opt, "--extents") ||
 				  !strcmp(opt, "--region") ||
 				  !strcmp(opt, "--states");
@@ -215,6 +222,7 @@ static void parse_clear(int argc, char **argv, bool fault,
 
 		if (i + 1 >= argc)
 			die("%s needs a value", opt);
+		val = argv[i + 1];
 		if ((bench_only && fault) || (fault_only && !fault))
 			die("clear %s takes no %s", fault ? "fault" : "bench", opt);
 		if (!strcmp(opt, "--extents")) {
@@ -235,9 +243,10 @@ static void parse_clear(int argc, char **argv, bool fault,
 			parse_names(val, o->methods, &o->nmethods,
 				    clear_method_names, NR_CLEAR_METHODS, "method");
 		} else if (!strcmp(opt, "--pool")) {
+			/* Up to 8 GB of 2 MB pages: a bound, not a need. */
 			o->pool = parse_int(val, 1, 4096, "--pool");
 		} else if (!strcmp(opt, "--radius")) {
-			o->radius = parse_int(val, 0, 511, "--radius");
+			o->radius = parse_int(val, 0, MAX_RADIUS, "--radius");
 		} else if (!strcmp(opt, "--reps")) {
 			o->reps = parse_int(val, 1, MAX_REPS, "--reps");
 		} else {
@@ -249,8 +258,9 @@ static void parse_clear(int argc, char **argv, bool fault,
 			die("extent %zu does not divide --region %zu",
 			    o->extents[k], o->region);
 	for (int k = 0; k < o->ntouch; k++)
-		if (o->touch[k] > HUGE_2M)
-			die("--touch %zu is larger than the 2 MB page", o->touch[k]);
+		if (o->touch[k] > HUGE_2M || o->touch[k] % LINE)
+			die("--touch %zu is not whole lines of the 2 MB page",
+			    o->touch[k]);
 }
 
 /* ---- bench -------------------------------------------------------------- */

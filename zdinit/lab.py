@@ -109,9 +109,14 @@ def capture_vectors(target, accel):
 
 # ---- sweeps ---------------------------------------------------------------
 
+def big_bytes(quick):
+    """The memmap size of the sweeps that fix one (1.6 GB: 100 GB's)."""
+    return (64 << 20) if quick else (1600 << 20)
+
+
 def sweeps(quick, nproc):
     sizes = "1M,16M" if quick else "1M,4M,16M,64M,256M,1600M"
-    big = "64M" if quick else "1600M"
+    big = f"{big_bytes(quick) >> 20}M"
     reps = "3" if quick else "5"
     threads = ",".join(str(t) for t in range(1, nproc + 1))
     return {
@@ -245,7 +250,12 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
                           "capture-vectors'")
     feats = features()
     nproc = os.cpu_count() or 1
-    with one_run_at_a_time(out_root):
+    # The memmap backing sweep maps big_bytes() of 2 MB hugetlb pages too.
+    need = lab_clear.hugetlb_need(quick)
+    need[2048] = max(need[2048], big_bytes(quick) // lab_clear.HUGE_2M)
+    with one_run_at_a_time(out_root), (
+            lab_clear.hugetlb_pool(need) if reserve_hugetlb
+            else contextlib.nullcontext({})) as added:
         partial, final = report.new_results_dir(out_root)
         all_runs = []
         try:
@@ -256,7 +266,7 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
                     r.update(sweep=name, geometry=data["geometry"])
                 all_runs += data["runs"]
             clear = lab_clear.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
-                                  reserve_hugetlb, progress.say)
+                                  progress.say)
             size_runs = [r for r in all_runs if r["sweep"] == "size"]
             rec = recommend(size_runs)
             threads = [r for r in all_runs if r["sweep"] == "threads"
@@ -267,7 +277,7 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
                        "kernel_stream_min_bytes": KERNEL_STREAM_MIN,
                        "recommendation": rec, "runs": all_runs,
                        "thread_scaling": thread_scaling(threads),
-                       "clear": clear}
+                       "hugetlb_pages_added": added, "clear": clear}
             (partial / "lab.json").write_text(json.dumps(results, indent=1)
                                               + "\n")
             text = "\n\n".join([table(all_runs),

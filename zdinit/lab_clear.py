@@ -20,10 +20,10 @@ HUGE_1G = 1 << 30
 # REP STOSB and against 6.12's per-4 KB REP STOSB.
 GOALS = {"vs_upstream_2M": 2.5, "vs_stock_4K": 3.5}
 # rep stos "saturates" at the smallest extent within this fraction of its
-# best bandwidth: closer than the spread of a quiet machine's repetitions
-# is not a difference worth a bigger batch (and a longer non-preemptible
-# stretch).
-SATURATION = 0.95
+# best bandwidth.  On AMD its bandwidth steps up where the CPU stops
+# allocating lines (about the L3 size) and only creeps after that; a 10%
+# creep is not worth a longer non-preemptible stretch.
+SATURATION = 0.9
 HUGEPAGES = pathlib.Path("/sys/kernel/mm/hugepages")
 # The recommendation reads the medians of the thread's CPU time, which stop
 # while it is descheduled: on a quiet machine they equal the wall-clock
@@ -45,7 +45,7 @@ def sweeps(quick, llc_bytes):
     the L3 that was just written, so it really is in cache.  fault: one
     2 MB page, then the first N bytes used.
     """
-    region = "64M" if quick else "1G"
+    region = fmt_size(cold_region(quick))
     extents = "2M,8M,32M,64M" if quick else "2M,8M,16M,32M,64M,256M,1G"
     hot_region = max(HUGE_2M, pow2_floor(max(llc_bytes, 2) // 2))
     hot_extents = ",".join(fmt_size(e) for e in
@@ -64,9 +64,13 @@ def sweeps(quick, llc_bytes):
     }
 
 
+def cold_region(quick):
+    return (64 << 20) if quick else HUGE_1G
+
+
 def hugetlb_need(quick):
     """{page kB: pages} the cold sweep's hugetlb backings map."""
-    region = (64 << 20) if quick else HUGE_1G
+    region = cold_region(quick)
     return {HUGE_2M >> 10: region // HUGE_2M,
             HUGE_1G >> 10: max(1, region // HUGE_1G)}
 
@@ -100,27 +104,23 @@ def hugetlb_pool(need, root=HUGEPAGES):
             (pool / "nr_hugepages").write_text(str(nr))
 
 
-def run(zdlab, quick, llc_bytes, reserve_hugetlb, say):
+def run(zdlab, quick, llc_bytes, say):
     """Run the three sweeps with zdlab(args) -> JSON text; the "clear"
     part of lab.json."""
-    pool = (hugetlb_pool(hugetlb_need(quick)) if reserve_hugetlb
-            else contextlib.nullcontext({}))
     bench, fault = [], {"runs": []}
-    with pool as added:
-        for name, args in sweeps(quick, llc_bytes).items():
-            say(f"lab sweep '{name}'")
-            data = json.loads(zdlab(args))
-            if args[1] == "fault":
-                fault = data
-                continue
-            for r in data["runs"]:
-                r["sweep"] = name
-            bench += data["runs"]
+    for name, args in sweeps(quick, llc_bytes).items():
+        say(f"lab sweep '{name}'")
+        data = json.loads(zdlab(args))
+        if args[1] == "fault":
+            fault = data
+            continue
+        for r in data["runs"]:
+            r["sweep"] = name
+        bench += data["runs"]
     return {"bench": bench,
             "fault": fault["runs"],
             "fault_setup": {k: v for k, v in fault.items()
                             if k not in ("runs", "cpu")},
-            "hugetlb_pages_added": added,
             "recommendation": recommend(bench),
             "fault_summary": fault_summary(fault["runs"])}
 
