@@ -14,6 +14,13 @@
  * leaves to the code that took it.  Zeroing is the workload here, so any
  * shortcut a CPU takes for all-zero lines is part of what is measured
  * (unlike the memmap floor, which streams real struct page bytes).
+ *
+ * A cold destination is flushed line by line (flush_range()): that is
+ * exact whatever the L3's replacement policy, and the dirty lines a cached
+ * method left behind are written back before the clock starts.  Evicting
+ * by touching another buffer would leave both to chance, and read more.
+ * Timings are wall clock and the thread's CPU time, which stops while a
+ * shared machine runs someone else.
  */
 #define _GNU_SOURCE
 #include "clearcmd.h"
