@@ -27,8 +27,9 @@ test-full: test
 test-unit: setup
 	$(PYTHON) -m pytest -v -m "not e2e" tests
 
+# LAB_ARGS=--reserve-hugetlb lets the clearing sweep grow the hugetlb pools.
 lab: setup
-	$(ZDINIT) lab
+	$(ZDINIT) lab $(LAB_ARGS)
 
 selftest: setup
 	$(ZDINIT) selftest

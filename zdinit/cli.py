@@ -145,7 +145,7 @@ def cmd_selftest(args):
 def cmd_lab(args):
     # No cache lock: the lab builds in lab/ and never reads the cache.
     deps.ensure_packages()
-    print(lab.run(quick=args.quick))
+    print(lab.run(quick=args.quick, reserve_hugetlb=args.reserve_hugetlb))
 
 
 def cmd_capture_vectors(args):
@@ -226,6 +226,9 @@ def parser():
     lb = sub.add_parser("lab", help="native store-pattern benchmark")
     lb.add_argument("--quick", action="store_true",
                     help="small sizes and few repetitions")
+    lb.add_argument("--reserve-hugetlb", action="store_true",
+                    help="grow the hugetlb pools (2M, 1G) the clearing sweep "
+                    "needs for the run and restore them afterwards")
     lb.set_defaults(func=cmd_lab)
 
     sub.add_parser("capture-vectors", help="record the struct page images "
