@@ -4,8 +4,8 @@ import shlex
 import signal
 import sys
 
-from zdinit import (bench, build, deps, initramfs, lab, progress, qemu,
-                    report, safety, scenarios, selftest, series, source)
+from zdinit import (bench, build, clear, deps, initramfs, lab, progress,
+                    qemu, report, safety, scenarios, selftest, series, source)
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
@@ -54,10 +54,17 @@ def cmd_build(args):
 
 
 def cmd_check_series(args):
+    names = csv(args.series) if args.series else list(series.SERIES)
+    for name in names:
+        if name not in series.SERIES:
+            raise UsageError(f"unknown series '{name}'; choose from "
+                             + ", ".join(series.SERIES))
     deps.ensure_packages()
-    for result in series.check(build_each=not args.no_build):
-        built = f", built in {result.build_s:.0f}s" if result.build_s else ""
-        print(f"{result.patch}: applies, checkpatch {result.checkpatch}{built}")
+    for name in names:
+        for result in series.check(name, build_each=not args.no_build):
+            built = f", built in {result.build_s:.0f}s" if result.build_s else ""
+            print(f"{name}/{result.patch}: applies, checkpatch "
+                  f"{result.checkpatch}{built}")
 
 
 def validate_bench(args):
@@ -105,6 +112,35 @@ def cmd_bench(args):
     print(f"\nresults: {final} (results/latest)")
 
 
+def clear_spec(args):
+    if not 1 <= args.rounds <= 100:
+        raise UsageError("--rounds must be 1..100")
+    spec = scenarios.plan_clear(csv(args.pages), args.size,
+                                getattr(args, "loops", None), csv(args.preempt))
+    clear.check_resources(spec)
+    return spec
+
+
+def cmd_clear(args):
+    kernels = csv(args.kernels)
+    for k in kernels:
+        if k not in clear.KERNELS:
+            raise UsageError(f"unknown kernel '{k}'; choose from "
+                             + ", ".join(clear.KERNELS))
+    spec = clear_spec(args)
+    deps.ensure_packages()
+    final, runs = clear.run_bench(spec, args.rounds, kernels)
+    print(clear.text_table(runs))
+    print(f"\nresults: {final} (results/latest)")
+
+
+def cmd_clear_check(args):
+    spec = clear_spec(args)
+    deps.ensure_packages()
+    for line in clear.check_zero(spec, args.rounds):
+        print(line)
+
+
 def cmd_selftest(args):
     deps.ensure_packages()
     target = prepare_target("patched", STRATEGIES)
@@ -125,6 +161,17 @@ def cmd_capture_vectors(args):
     print(lab.capture_vectors(target, accel))
 
 
+def add_clear_options(p, size):
+    p.add_argument("--pages", default=",".join(scenarios.CLEAR.default_pages),
+                   help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES))
+    p.add_argument("--size", default=size, help="bytes mapped per page size "
+                   f"(default {size or scenarios.CLEAR.default_size >> 30}"
+                   f"{'' if size else 'G'})")
+    p.add_argument("--preempt", default=",".join(scenarios.CLEAR.default_preempt),
+                   help="comma list of: " + ", ".join(scenarios.PREEMPT_MODELS))
+    return p
+
+
 def parser():
     p = argparse.ArgumentParser(
         prog="python3 -m zdinit",
@@ -141,6 +188,8 @@ def parser():
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
                        "--strict it and build it")
     c.add_argument("--no-build", action="store_true")
+    c.add_argument("--series", help="comma list of: " + ", ".join(series.SERIES)
+                   + " (default: all)")
     c.set_defaults(func=cmd_check_series)
 
     r = sub.add_parser("bench", help="rebind ZONE_DEVICE ranges in QEMU and "
@@ -176,6 +225,23 @@ def parser():
     sf.add_argument("--full", action="store_true",
                     help="add the tracepoint and KASAN/lockdep kernels")
     sf.set_defaults(func=cmd_safety)
+
+    cb = add_clear_options(sub.add_parser(
+        "clear", help="demand-fault huge pages in QEMU, stock 6.12 vs the "
+        "clear series: GB/s and the wait of a task on the same CPU"), None)
+    cb.add_argument("--loops", type=int, help="timed mappings per method "
+                    f"(default {scenarios.CLEAR.default_loops})")
+    cb.add_argument("--kernels", default=",".join(clear.KERNELS),
+                    help="comma list of: " + ", ".join(clear.KERNELS))
+    cb.add_argument("--rounds", type=int, default=2,
+                    help="boots per kernel and model, alternating (default 2)")
+    cb.set_defaults(func=cmd_clear)
+    cc = add_clear_options(sub.add_parser(
+        "clear-check", help="every huge page the clear kernel hands out "
+        "reads back zero, for each method and preemption model"), "1G")
+    cc.add_argument("--rounds", type=int, default=2,
+                    help="fill, free, re-fault rounds per check (default 2)")
+    cc.set_defaults(func=cmd_clear_check)
 
     lb = sub.add_parser("lab", help="native store-pattern benchmark")
     lb.add_argument("--quick", action="store_true",

@@ -71,6 +71,22 @@ def add_kernel_selftests(kernel, root):
                               f"{proc.stderr.strip()[-300:]}")
 
 
+# Scripts the guest runs (scenario.sh sources the others) and the guest's
+# C tools, from guest/<tool>.c with the libraries each links.
+GUEST_SCRIPTS = ("scenario.sh", "clear.sh")
+GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"]}
+
+
+def build_guest_tool(tool, libs, dest):
+    """Static, so it needs no libraries in the guest."""
+    proc = subprocess.run(["gcc", "-static", "-O2", "-Wall", "-o", str(dest),
+                           str(GUEST / f"{tool}.c")] + libs,
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise ZdinitError(f"building guest/{tool}.c failed: "
+                          f"{proc.stderr.strip()[-300:]}")
+
+
 def build(kernel, dest):
     """Write a gzip'd newc cpio for kernel to dest, atomically."""
     binaries = {name: deps.require_tool(name, pkg) for name, pkg in TOOLS.items()}
@@ -87,16 +103,11 @@ def build(kernel, dest):
             for lib in shared_libraries(binaries[name]):
                 _copy(lib, root)
         shutil.copy2(GUEST / "init", root / "init")
-        shutil.copy2(GUEST / "scenario.sh", root / "zdinit/scenario.sh")
+        for script in GUEST_SCRIPTS:
+            shutil.copy2(GUEST / script, root / "zdinit" / script)
         shutil.copy2(kernel.module, root / "zdinit/zd_memremap.ko")
-        # Static, so it needs no libraries in the guest.
-        proc = subprocess.run(["gcc", "-static", "-O2", "-o",
-                               str(root / "zdinit/zdcheck"),
-                               str(GUEST / "zdcheck.c")],
-                              capture_output=True, text=True)
-        if proc.returncode:
-            raise ZdinitError(f"building guest/zdcheck.c failed: "
-                              f"{proc.stderr.strip()[-300:]}")
+        for tool, libs in GUEST_TOOLS.items():
+            build_guest_tool(tool, libs, root / "zdinit" / tool)
         add_kernel_selftests(kernel, root)
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)

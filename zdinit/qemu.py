@@ -55,14 +55,18 @@ def _base_cmd(accel, ram_mb, nvdimms, labels=False):
 
 
 def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
-         timeout_s=600, log_path=None, label="guest", labels=False):
+         timeout_s=600, log_path=None, label="guest", labels=False,
+         cmdline=()):
     """Boot, stream the console into log_path, return the whole console.
+
+    cmdline: kernel parameters beyond the zdinit.KEY=VALUE ones (e.g.
+    preempt=none, hugepages=4).
 
     The guest powers itself off; a guest that does not within timeout_s is
     killed and reported with the tail of its console.
     """
     deps.require_tool(QEMU, "qemu-system-x86")
-    append = " ".join(["console=ttyS0", "panic=-1", "quiet"]
+    append = " ".join(["console=ttyS0", "panic=-1", "quiet", *cmdline]
                       + [f"zdinit.{k}={v}" for k, v in params.items()])
     cmd = _base_cmd(accel, ram_mb, list(nvdimms), labels) + [
         "-kernel", str(kernel.bzimage), "-initrd", str(initrd),

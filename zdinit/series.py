@@ -13,6 +13,14 @@ from zdinit.errors import ZdinitError
 CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 
 
+# Each series, by directory name: where it lives and the kconfig fragments
+# its patches are built with.  Each applies to the pristine tree on its own.
+SERIES = {
+    source.PATCHES.name: (source.PATCHES, ("zdinit",)),
+    source.CLEAR_PATCHES.name: (source.CLEAR_PATCHES, ("zdinit", "clear")),
+}
+
+
 @dataclasses.dataclass
 class PatchResult:
     patch: str
@@ -36,19 +44,22 @@ def checkpatch(tree, patch):
     return "clean"
 
 
-def check(fragments=("zdinit",), build_each=True):
-    """Apply the series one patch at a time to a scratch tree.
+def check(name=source.PATCHES.name, build_each=True):
+    """Apply series 'name' one patch at a time to a scratch tree.
 
     After each patch: checkpatch, then an incremental build of the kernel
     and the project module, so every prefix of the series is bisectable.
+    Each series has its own scratch tree and build directory.
     """
-    patches = source.series()
+    directory, fragments = SERIES[name]
+    patches = source.series(directory)
     if not patches:
-        raise ZdinitError("patches/linux-6.12/series lists no patches")
-    tree, tmp = source.clone_tree("bisect")
+        raise ZdinitError(f"patches/{name}/series lists no patches")
+    scratch = f"bisect-{name}"
+    tree, tmp = source.clone_tree(scratch)
     shutil.rmtree(tree, ignore_errors=True)
     os.rename(tmp, tree)
-    out = cache.build_dir("bisect")
+    out = cache.build_dir(scratch)
     results = []
     for i, patch in enumerate(patches, 1):
         progress.say(f"series {i}/{len(patches)}: {patch.name}")
@@ -56,7 +67,7 @@ def check(fragments=("zdinit",), build_each=True):
         verdict = checkpatch(tree, patch)
         took = 0.0
         if build_each:
-            took = build.build_tree("bisect", tree, list(fragments),
+            took = build.build_tree(scratch, tree, list(fragments),
                                     out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
     return results
