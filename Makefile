@@ -4,7 +4,7 @@
 PYTHON ?= /usr/bin/python3
 ZDINIT := $(PYTHON) -m zdinit
 
-.PHONY: setup bench test test-full test-unit lab selftest safety check-series clean
+.PHONY: setup bench bench-clear test test-full test-unit lab selftest safety check-series clean
 
 setup:
 	$(ZDINIT) setup
@@ -23,9 +23,14 @@ test: setup
 # kernels (two more kernel builds, about 20 minutes on 2 cores).
 test-full: test
 	$(ZDINIT) safety --full
+	$(ZDINIT) clear-check --size 1G --selftests
 
 test-unit: setup
 	$(PYTHON) -m pytest -v -m "not e2e" tests
+
+# Huge-page clearing (issue 9): stock 6.12 vs the linux-6.12-clear series.
+bench-clear: setup
+	$(ZDINIT) clear
 
 lab: setup
 	$(ZDINIT) lab

@@ -115,3 +115,21 @@ clear_zero() {
 	clear_report_rule
 	clear_pages_in_order each_method clear_zero_step
 }
+
+# The kernel's hugetlb and THP selftests (built from the guest kernel's own
+# tree), each run once with its exit status and ksft totals, on 2M hugetlb
+# pages reserved here (the slow 1G pool is released first).
+clear_selftests() {
+	release_gigantic
+	echo "$(param hugetlb_2m 300)" > /proc/sys/vm/nr_hugepages ||
+		fail "cannot reserve 2M hugetlb pages"
+	for test in $(param selftests "" | tr , ' '); do
+		[ -x /zdinit/$test ] || fail "selftest $test missing from the initramfs"
+		timeout 900 /zdinit/$test > /tmp/$test.out 2>&1
+		rc=$?
+		totals=$(grep "# Totals:" /tmp/$test.out | tail -1 |
+			sed 's/^# Totals: //; s/ /,/g')
+		emit "clear-selftest name=$test rc=$rc totals=${totals:-none} failed=$(
+			awk '/^not ok/ {$1=$2=$3=""; gsub(/ +/, "_"); printf "%s;", $0}' /tmp/$test.out)"
+	done
+}

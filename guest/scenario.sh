@@ -377,6 +377,7 @@ fi
 case "$SCENARIO" in
 clear) clear_bench ;;
 clear-zero) clear_zero ;;
+clear-selftests) clear_selftests ;;
 fsdax-dev) bind_and_rebind fsdax dev "" ;;
 fsdax-mem) bind_and_rebind fsdax mem "" ;;
 devdax-dev)

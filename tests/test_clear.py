@@ -47,7 +47,10 @@ def test_plan_defaults_and_kernel_command_line():
                                     "hugepages=8"]
     assert scenarios.plan_clear(["2M"], "64M").cmdline("full") == ["preempt=full"]
     # The 1G pool is released before the THP run: one size of RAM.
-    assert spec.guest_ram_mb() == (8 * G + scenarios.CLEAR_GUEST_OVERHEAD) // M
+    assert spec.guest_ram_mb() == (8 * G + scenarios.CLEAR_GUEST_OVERHEAD
+                                   + scenarios.CLEAR_GIGANTIC_SLACK) // M
+    assert scenarios.plan_clear(["2M"], "2G").guest_ram_mb() == \
+        (2 * G + scenarios.CLEAR_GUEST_OVERHEAD) // M
     with pytest.raises(UsageError):
         scenarios.plan_clear(["1G"], "1G", preempt=["rt"])
 

@@ -23,7 +23,10 @@ METHODS = {"clear-base": ("default",), "clear": ("cached", "stream"),
            "clear-broken": ("cached", "stream")}
 RESULT = re.compile(r"^@@zdinit clear (?P<kind>bench|latency|zero) (?P<rest>.*)$")
 RULE = re.compile(r"^@@zdinit clear-rule (?P<rest>.*)$")
+SELFTEST = re.compile(r"^@@zdinit clear-selftest (?P<rest>.*)$")
 MiB = 1 << 20
+# Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
+SELFTEST_GUEST_SIZE = "1G"
 
 
 @dataclasses.dataclass
@@ -33,6 +36,11 @@ class ClearRun:
     latency: list
     zero: list
     rule: dict | None
+    selftests: list = dataclasses.field(default_factory=list)
+
+
+def _labels(text):
+    return dict(w.split("=", 1) for w in text.split() if "=" in w)
 
 
 def parse_run(console):
@@ -41,13 +49,11 @@ def parse_run(console):
         line = raw[raw.find("@@zdinit "):].strip() if "@@zdinit " in raw else ""
         m = RESULT.match(line)
         if m:
-            labels = dict(w.split("=", 1) for w in m.group("rest").split()
-                          if "=" in w)
-            getattr(run, m.group("kind")).append(labels)
-            continue
-        m = RULE.match(line)
-        if m:
-            run.rule = dict(w.split("=", 1) for w in m.group("rest").split())
+            getattr(run, m.group("kind")).append(_labels(m.group("rest")))
+        elif m := RULE.match(line):
+            run.rule = _labels(m.group("rest"))
+        elif m := SELFTEST.match(line):
+            run.selftests.append(_labels(m.group("rest")))
     return run
 
 
@@ -239,4 +245,39 @@ def check_zero(spec, zero_rounds=2, kernel="clear"):
                 lines.append(f"{label} {z['page']} {z['method']}: "
                              f"{z['rounds']} rounds of {z['bytes']} bytes "
                              f"read back zero")
+    return lines
+
+
+def check_selftests(preempt, kernels=("clear-base", "clear")):
+    """The kernel's hugetlb and THP selftests: the clear kernel must pass
+    and fail exactly the tests stock 6.12 passes and fails.  They run on
+    2M hugetlb pages reserved in the guest, 300 by default."""
+    spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt)
+    targets, accel, _ = prepare(spec, list(kernels))
+    names = ",".join(initramfs.HUGE_SELFTESTS)
+    lines = []
+    for preempt in spec.preempt:
+        outcome = {}
+        for target in targets:
+            label = f"clear-selftests {target.kernel.variant} preempt={preempt}"
+            run = boot(target, spec, "clear-selftests", preempt, accel, None,
+                       label, extra={"selftests": names})
+            outcome[target.kernel.variant] = {
+                t["name"]: (t["rc"], t["totals"], t["failed"])
+                for t in run.selftests}
+            if sorted(outcome[target.kernel.variant]) != \
+                    sorted(initramfs.HUGE_SELFTESTS):
+                raise ZdinitError(f"{label}: ran {sorted(outcome[target.kernel.variant])}")
+        base, *others = outcome.values()
+        for other, kernel in zip(others, kernels[1:]):
+            for name in initramfs.HUGE_SELFTESTS:
+                if other[name] != base[name]:
+                    raise ZdinitError(
+                        f"selftest {name} preempt={preempt}: {kernel} "
+                        f"{other[name]} differs from {kernels[0]} {base[name]}")
+        for name in initramfs.HUGE_SELFTESTS:
+            rc, totals, failed = base[name]
+            lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
+                         f"{totals}{', failed ' + failed if failed else ''}"
+                         f" on every kernel")
     return lines

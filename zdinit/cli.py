@@ -139,6 +139,9 @@ def cmd_clear_check(args):
     deps.ensure_packages()
     for line in clear.check_zero(spec, args.rounds):
         print(line)
+    if args.selftests:
+        for line in clear.check_selftests(spec.preempt):
+            print(line)
 
 
 def cmd_selftest(args):
@@ -241,6 +244,9 @@ def parser():
         "reads back zero, for each method and preemption model"), "1G")
     cc.add_argument("--rounds", type=int, default=2,
                     help="fill, free, re-fault rounds per check (default 2)")
+    cc.add_argument("--selftests", action="store_true",
+                    help="also the kernel's hugetlb/THP selftests, stock "
+                    "6.12 vs the series (about 3 minutes a boot under TCG)")
     cc.set_defaults(func=cmd_clear_check)
 
     lb = sub.add_parser("lab", help="native store-pattern benchmark")

@@ -43,6 +43,12 @@ SELFTESTS = {
     "hmm-tests": ["hmm-tests.c"],
     "gup_test": ["gup_test.c", "vm_util.c"],
 }
+# Its hugetlb and THP selftests that run in the guest (guest/clear.sh).
+HUGE_SELFTESTS = ("map_hugetlb", "hugepage-mmap", "hugepage-mremap",
+                  "hugetlb-madvise", "hugetlb_fault_after_madv",
+                  "split_huge_page_test", "cow")
+SELFTESTS.update({name: [f"{name}.c", "vm_util.c", "thp_settings.c"]
+                  for name in HUGE_SELFTESTS})
 
 
 def add_kernel_selftests(kernel, root):
@@ -59,10 +65,15 @@ def add_kernel_selftests(kernel, root):
     if headers.returncode:
         raise ZdinitError(f"make headers failed: {headers.stderr.strip()[-300:]}")
     mm = tree / "tools/testing/selftests/mm"
+    # cow.c includes the local_config.h the selftests' Makefile generates;
+    # an empty one means built without liburing.
+    local_config = root.parent / "selftests-config"
+    local_config.mkdir(exist_ok=True)
+    (local_config / "local_config.h").write_text("")
     for binary, sources in SELFTESTS.items():
         proc = subprocess.run(
             ["gcc", "-static", "-O2", "-isystem", str(kernel.out / "usr/include"),
-             f"-I{tree}/tools/testing/selftests", f"-I{tree}",
+             f"-I{tree}/tools/testing/selftests", f"-I{tree}", f"-I{local_config}",
              "-o", str(root / "zdinit" / binary)]
             + [str(mm / src) for src in sources] + ["-lpthread"],
             capture_output=True, text=True)

@@ -139,6 +139,10 @@ def expected_written(spec, pages, align):
 CLEAR_PAGES = {"2M": 2 * MiB, "1G": GiB}
 PREEMPT_MODELS = ("none", "voluntary", "full")
 CLEAR_GUEST_OVERHEAD = 1536 * MiB   # kernel, initramfs, page tables, slack
+# Boot-time 1G pages must be 1G-aligned and free when reserved: QEMU loads
+# the kernel in the first GiB and the initramfs just below 2 GiB, and early
+# allocations fill the top GiB, so those GiBs cannot hold one.
+CLEAR_GIGANTIC_SLACK = 3 * GiB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -171,7 +175,8 @@ class ClearSpec:
 
     def guest_ram_mb(self):
         # The 1G pool is given back before the THP run: one size's worth.
-        return (self.size + CLEAR_GUEST_OVERHEAD) // MiB
+        slack = CLEAR_GIGANTIC_SLACK if self.gigantic_pages() else 0
+        return (self.size + CLEAR_GUEST_OVERHEAD + slack) // MiB
 
     def cmdline(self, preempt):
         args = [f"preempt={preempt}"]
