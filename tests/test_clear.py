@@ -94,6 +94,8 @@ def test_runs_table_speedup_is_rate_over_rate():
     assert runs["clear"]["vs_base"]["speedup"] == pytest.approx(2.0)
     assert runs["clear"]["median_gbps"] == 2.0
     assert runs["clear"]["max_wait_ms"] == 3.0
+    # 9 ms for 64 MiB: 4.5 ms per 32 MiB batch.
+    assert runs["clear"]["per_batch_ms"] == pytest.approx(4.5)
     assert "vs_base" not in runs["clear-base"]
     table = clear.text_table(list(runs.values()))
     assert "2.00x" in table and "3.0" in table
