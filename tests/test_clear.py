@@ -167,3 +167,13 @@ def test_broken_series_is_the_clear_series_plus_one_test_patch():
     assert [p.read_bytes() for p in broken[:-1]] == \
         [p.read_bytes() for p in clear_series]
     assert "TEST ONLY" in broken[-1].read_text()
+
+
+def test_a_selftest_that_differs_from_stock_is_an_error():
+    same = {name: ("0", "pass:1", "") for name in initramfs.HUGE_SELFTESTS}
+    lines = clear.same_selftest_outcomes(
+        {"clear-base": same, "clear": dict(same)}, "none")
+    assert len(lines) == len(initramfs.HUGE_SELFTESTS)
+    worse = dict(same, cow=("1", "pass:433,fail:1", "cow_test;"))
+    with pytest.raises(ZdinitError, match="selftest cow preempt=full: clear"):
+        clear.same_selftest_outcomes({"clear-base": same, "clear": worse}, "full")

@@ -261,16 +261,24 @@ def check_selftests(preempt, kernels=("clear-base", "clear")):
             if sorted(outcome[target.kernel.variant]) != \
                     sorted(initramfs.HUGE_SELFTESTS):
                 raise ZdinitError(f"{label}: ran {sorted(outcome[target.kernel.variant])}")
-        base, *others = outcome.values()
-        for other, kernel in zip(others, kernels[1:]):
-            for name in initramfs.HUGE_SELFTESTS:
-                if other[name] != base[name]:
-                    raise ZdinitError(
-                        f"selftest {name} preempt={preempt}: {kernel} "
-                        f"{other[name]} differs from {kernels[0]} {base[name]}")
+        lines += same_selftest_outcomes(outcome, preempt)
+    return lines
+
+
+def same_selftest_outcomes(outcome, preempt):
+    """outcome: {kernel: {test: (exit, totals, failed)}}, stock first.
+    Every kernel must match the first; one line per test when they do."""
+    (stock, base), *others = outcome.items()
+    for kernel, other in others:
         for name in initramfs.HUGE_SELFTESTS:
-            rc, totals, failed = base[name]
-            lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
-                         f"{totals}{', failed ' + failed if failed else ''}"
-                         f" on every kernel")
+            if other[name] != base[name]:
+                raise ZdinitError(
+                    f"selftest {name} preempt={preempt}: {kernel} "
+                    f"{other[name]} differs from {stock} {base[name]}")
+    lines = []
+    for name in initramfs.HUGE_SELFTESTS:
+        rc, totals, failed = base[name]
+        lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
+                     f"{totals}{', failed ' + failed if failed else ''}"
+                     f" on every kernel")
     return lines
