@@ -20,10 +20,13 @@ test: setup
 	$(PYTHON) -m pytest -v tests
 
 # Everything in 'test' plus the tracepoint-guard and KASAN/lockdep/kmemleak
-# kernels (two more kernel builds, about 20 minutes on 2 cores).
+# kernels (two more kernel builds, about 20 minutes on 2 cores), and for
+# the clear series the kernel's hugetlb/THP selftests against stock 6.12
+# and the zero read-back on its KASAN/lockdep kernel (one more build).
 test-full: test
 	$(ZDINIT) safety --full
 	$(ZDINIT) clear-check --size 1G --selftests
+	$(ZDINIT) clear-check --size 1G --kernel clear-debug
 
 test-unit: setup
 	$(PYTHON) -m pytest -v -m "not e2e" tests

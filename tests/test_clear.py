@@ -22,6 +22,7 @@ M = 1 << 20
     (["clear", "--kernels", "clear,patched"], "unknown kernel 'patched'"),
     (["clear", "--rounds", "0"], "--rounds must be 1..100"),
     (["clear-check", "--pages", "512K"], "page size '512K' cannot be given"),
+    (["clear-check", "--kernel", "clear-base"], "unknown kernel 'clear-base'"),
     (["check-series", "--series", "linux-6.13"], "unknown series 'linux-6.13'"),
 ])
 def test_clear_usage_errors(args, message):

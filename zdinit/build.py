@@ -23,6 +23,8 @@ VARIANTS = {
     "clear-base": (["zdinit", "clear"], None),
     "clear": (["zdinit", "clear"], source.CLEAR_PATCHES),
     "clear-broken": (["zdinit", "clear"], source.CLEAR_BROKEN_PATCHES),
+    # The clear series under KASAN, lockdep, DEBUG_VM and kmemleak.
+    "clear-debug": (["zdinit", "clear", "debug"], source.CLEAR_PATCHES),
 }
 
 

@@ -20,7 +20,11 @@ KERNELS = ("clear-base", "clear")
 # has the upstream-style cached clear and the streaming clear (forced for
 # every huge folio, so the guest's cache sizes do not decide it).
 METHODS = {"clear-base": ("default",), "clear": ("cached", "stream"),
-           "clear-broken": ("cached", "stream")}
+           "clear-broken": ("cached", "stream"),
+           "clear-debug": ("cached", "stream")}
+# Kernels the zero read-back runs on: the series, the series under the
+# sanitizers, and a deliberately broken clear the check must catch.
+CHECK_KERNELS = ("clear", "clear-debug", "clear-broken")
 RESULT = re.compile(r"^@@zdinit clear (?P<kind>bench|latency|zero) (?P<rest>.*)$")
 RULE = re.compile(r"^@@zdinit clear-rule (?P<rest>.*)$")
 SELFTEST = re.compile(r"^@@zdinit clear-selftest (?P<rest>.*)$")

@@ -135,9 +135,12 @@ def cmd_clear(args):
 
 
 def cmd_clear_check(args):
+    if args.kernel not in clear.CHECK_KERNELS:
+        raise UsageError(f"unknown kernel '{args.kernel}'; choose from "
+                         + ", ".join(clear.CHECK_KERNELS))
     spec = clear_spec(args)
     deps.ensure_packages()
-    for line in clear.check_zero(spec, args.rounds):
+    for line in clear.check_zero(spec, args.rounds, args.kernel):
         print(line)
     if args.selftests:
         for line in clear.check_selftests(spec.preempt):
@@ -244,6 +247,8 @@ def parser():
         "reads back zero, for each method and preemption model"), "1G")
     cc.add_argument("--rounds", type=int, default=2,
                     help="fill, free, re-fault rounds per check (default 2)")
+    cc.add_argument("--kernel", default="clear", help="kernel for the zero "
+                    "read-back: " + ", ".join(clear.CHECK_KERNELS))
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
                     "6.12 vs the series (about 3 minutes a boot under TCG)")
