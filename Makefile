@@ -35,8 +35,9 @@ test-unit: setup
 bench-clear: setup
 	$(ZDINIT) clear
 
+# LAB_ARGS=--reserve-hugetlb lets the clearing sweep grow the hugetlb pools.
 lab: setup
-	$(ZDINIT) lab
+	$(ZDINIT) lab $(LAB_ARGS)
 
 selftest: setup
 	$(ZDINIT) selftest

@@ -8,10 +8,14 @@
 /* CPUID bit positions: Intel SDM Vol. 2A, "CPUID", tables 3-8 and 3-10. */
 #define LEAF1_EDX_SSE2		(1u << 26)
 #define LEAF1_ECX_OSXSAVE	(1u << 27)
+#define LEAF7_EBX_ERMS		(1u << 9)
+#define LEAF7_EDX_FSRM		(1u << 4)
 #define LEAF7_EBX_AVX2		(1u << 5)
 #define LEAF7_EBX_AVX512F	(1u << 16)
 #define LEAF7_EBX_CLFLUSHOPT	(1u << 23)
 #define LEAF7_ECX_MOVDIR64B	(1u << 28)
+/* AMD APM Vol. 3, appendix E, CPUID Fn8000_0008_EBX bit 0. */
+#define EXT8_EBX_CLZERO		(1u << 0)
 /* XCR0 state components: SSE|AVX (bits 1-2), opmask|ZMM_Hi256|Hi16_ZMM (5-7). */
 #define XCR0_AVX		0x06u
 #define XCR0_AVX512		0xe0u
@@ -86,7 +90,12 @@ void cpu_detect(struct cpu_features *f, const char *mask)
 		f->avx512f = (b & LEAF7_EBX_AVX512F) && f->os_avx512;
 		f->clflushopt = b & LEAF7_EBX_CLFLUSHOPT;
 		f->movdir64b = c & LEAF7_ECX_MOVDIR64B;
+		f->erms = b & LEAF7_EBX_ERMS;
+		f->fsrm = d & LEAF7_EDX_FSRM;
 	}
+	if (__get_cpuid_max(0x80000000, NULL) >= 0x80000008 &&
+	    __get_cpuid(0x80000008, &a, &b, &c, &d))
+		f->clzero = b & EXT8_EBX_CLZERO;
 	if (__get_cpuid_max(0x80000000, NULL) >= 0x80000004) {
 		unsigned int *out = (unsigned int *)f->model;
 
@@ -108,4 +117,24 @@ void cpu_detect(struct cpu_features *f, const char *mask)
 		f->movdir64b = false;
 	if (masked(mask, "clflushopt"))
 		f->clflushopt = false;
+	if (masked(mask, "erms"))
+		f->erms = false;
+	if (masked(mask, "clzero"))
+		f->clzero = false;
+}
+
+static const char *yes(bool b)
+{
+	return b ? "true" : "false";
+}
+
+void print_cpu_json(const struct cpu_features *f)
+{
+	printf("\"cpu\": {\"model\": \"%s\", \"family\": %u, \"model_id\": %u, "
+	       "\"stepping\": %u, \"llc_kb\": %u, \"sse2\": %s, \"avx2\": %s, "
+	       "\"avx512f\": %s, \"movdir64b\": %s, \"clflushopt\": %s, "
+	       "\"erms\": %s, \"fsrm\": %s, \"clzero\": %s}",
+	       f->model, f->family, f->model_id, f->stepping, f->llc_kb,
+	       yes(f->sse2), yes(f->avx2), yes(f->avx512f), yes(f->movdir64b),
+	       yes(f->clflushopt), yes(f->erms), yes(f->fsrm), yes(f->clzero));
 }

@@ -212,6 +212,12 @@ static stream_fn stream_function(enum strategy s)
 	}
 }
 
+void stream_lines(enum strategy s, unsigned char *dst,
+		  const unsigned char *pattern, size_t lines, size_t period)
+{
+	stream_function(s)(dst, pattern, lines, period);
+}
+
 static size_t gcd(size_t a, size_t b)
 {
 	while (b) {
@@ -263,7 +269,7 @@ static void fill_pages(enum strategy s, unsigned char *dst, size_t nr,
 	for (size_t i = 0; i < period * LINE; i++)
 		pattern[i] = template[((size_t)(first - dst) + i) % size];
 	lines = (size_t)(last - first) / LINE;
-	stream_function(s)(first, pattern, lines, period);
+	stream_lines(s, first, pattern, lines, period);
 	_mm_sfence();
 	for (unsigned char *p = last; p < end; p++)
 		*p = template[(size_t)(p - dst) % size];
@@ -367,7 +373,7 @@ void floor_fill(enum strategy s, unsigned char *dst, size_t len,
 
 	for (size_t i = 0; i < period * LINE; i++)
 		pattern[i] = img->order0[i % img->size];
-	stream_function(s)(dst, pattern, len / LINE, period);
+	stream_lines(s, dst, pattern, len / LINE, period);
 	_mm_sfence();
 }
 

@@ -13,7 +13,6 @@
 #include "cpu.h"
 
 #define MAX_PAGE_SIZE	256
-#define LINE		64	/* x86 cache line, the unit of a streaming store */
 
 /* One kernel's struct page images, from a file under lab/vectors/. */
 struct images {
@@ -86,6 +85,13 @@ void memmap_write(enum strategy s, const struct images *img,
 void memmap_reference(const struct images *img, const struct geometry *g,
 		      unsigned char *memmap, unsigned char *pageblocks,
 		      size_t first_pfn, size_t nr_pfns);
+
+/*
+ * Streaming-store lines 64-byte lines at dst (line aligned), cycling
+ * through period lines of pattern; the caller fences.
+ */
+void stream_lines(enum strategy s, unsigned char *dst,
+		  const unsigned char *pattern, size_t lines, size_t period);
 
 /* The physical floor: stream the order-0 image over len bytes. */
 void floor_fill(enum strategy s, unsigned char *dst, size_t len,

@@ -4,6 +4,7 @@
  * every store strategy this CPU offers, against the streaming floor.
  *
  *   zdlab features
+ *   zdlab clear verify|bench|fault ...	(huge-page clearing: clearcmd.c)
  *   zdlab verify VECTORS
  *   zdlab bench VECTORS [--geometry G] [--sizes B,..] [--states S,..]
  *         [--backings B,..] [--strategies S,..|all] [--threads N,..]
@@ -12,172 +13,35 @@
  * Results are JSON on stdout; errors are one line on stderr, exit 2.
  */
 #define _GNU_SOURCE
-#include <fcntl.h>
 #include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "buffer.h"
+#include "clear.h"
+#include "clearcmd.h"
 #include "cpu.h"
 #include "memmap.h"
+#include "util.h"
 
-#define HUGE_2M		(2UL << 20)
-#define MAX_LIST	16
 #define MAX_THREADS	256
 
 static struct cpu_features cpu;
 
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("zdlab: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(2);
-}
-
-static int split(char *list, char **out)
-{
-	int n = 0;
-
-	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-		if (n == MAX_LIST)
-			die("too many list items (max %d)", MAX_LIST);
-		out[n++] = tok;
-	}
-	return n;
-}
-
-static size_t parse_size(const char *text)
-{
-	char *end;
-	double v = strtod(text, &end);
-	size_t mult = 1;
-
-	switch (*end) {
-	case 'K': mult = 1UL << 10; end++; break;
-	case 'M': mult = 1UL << 20; end++; break;
-	case 'G': mult = 1UL << 30; end++; break;
-	}
-	if (end == text || *end || v <= 0)
-		die("bad size '%s' (want e.g. 1M, 1.6G)", text);
-	return (size_t)(v * mult);
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
 /* ---- destination memory ----------------------------------------------- */
-
-enum backing { B_ANON, B_THP, B_SHM, B_HUGETLB, NR_BACKINGS };
-static const char *const backing_names[NR_BACKINGS] = {
-	"anon-4k", "anon-thp", "shm-file", "hugetlb",
-};
 
 enum state { ST_COLD, ST_HOT, ST_REWRITE, NR_STATES };
 static const char *const state_names[NR_STATES] = { "cold", "hot", "rewrite" };
-
-static int find_name(const char *const *names, int n, const char *name)
-{
-	for (int i = 0; i < n; i++)
-		if (!strcmp(names[i], name))
-			return i;
-	return -1;
-}
-
-/* Map len bytes; NULL if this backing is not available here. */
-static unsigned char *map_buffer(enum backing b, size_t len)
-{
-	size_t rounded = (len + HUGE_2M - 1) & ~(HUGE_2M - 1);
-	unsigned char *p = MAP_FAILED;
-
-	switch (b) {
-	case B_ANON:
-		p = mmap(NULL, rounded, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		if (p != MAP_FAILED)
-			madvise(p, rounded, MADV_NOHUGEPAGE);
-		break;
-	case B_THP: {
-		/* Over-allocate to place the buffer on a 2M boundary. */
-		unsigned char *raw = mmap(NULL, rounded + HUGE_2M,
-					  PROT_READ | PROT_WRITE,
-					  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-		if (raw == MAP_FAILED)
-			break;
-		p = (unsigned char *)(((uintptr_t)raw + HUGE_2M - 1) &
-				      ~(HUGE_2M - 1));
-		if (p > raw)
-			munmap(raw, (size_t)(p - raw));
-		munmap(p + rounded, (size_t)(raw + HUGE_2M - p));
-		madvise(p, rounded, MADV_HUGEPAGE);
-		break;
-	}
-	case B_SHM: {
-		char path[] = "/dev/shm/zdlab-XXXXXX";
-		int fd = mkstemp(path);
-
-		if (fd < 0)
-			break;
-		unlink(path);
-		if (!ftruncate(fd, (off_t)rounded))
-			p = mmap(NULL, rounded, PROT_READ | PROT_WRITE,
-				 MAP_SHARED, fd, 0);
-		close(fd);
-		break;
-	}
-	case B_HUGETLB:
-		p = mmap(NULL, rounded, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
-		break;
-	default:
-		break;
-	}
-	if (p == MAP_FAILED)
-		return NULL;
-	/* Fault everything in now: the kernel's memmap is already mapped. */
-	memset(p, 0, rounded);
-	return p;
-}
-
-static void unmap_buffer(unsigned char *p, size_t len)
-{
-	munmap(p, (len + HUGE_2M - 1) & ~(HUGE_2M - 1));
-}
-
-__attribute__((target("clflushopt")))
-static void flush_range_opt(unsigned char *p, size_t len)
-{
-	for (size_t i = 0; i < len; i += LINE)
-		_mm_clflushopt(p + i);
-}
 
 static void prepare(enum state st, unsigned char *p, size_t len)
 {
 	switch (st) {
 	case ST_COLD:
-		if (cpu.clflushopt) {
-			flush_range_opt(p, len);
-		} else {
-			for (size_t i = 0; i < len; i += LINE)
-				_mm_clflush(p + i);
-		}
-		_mm_mfence();
+		flush_range(&cpu, p, len);
 		break;
 	case ST_HOT:
 		memset(p, 0, len);
@@ -286,41 +150,36 @@ static double timed_run(struct job proto, int nthreads)
 	return t1 - t0;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static void print_samples(const double *ns, int reps)
-{
-	printf("\"samples_ns\": [");
-	for (int i = 0; i < reps; i++)
-		printf("%s%.0f", i ? ", " : "", ns[i]);
-	printf("]");
-}
-
 /* ---- commands ------------------------------------------------------- */
+
+/* A JSON list of the names whose flag is set. */
+static void print_names(const char *const *names, const bool *ok, int n)
+{
+	putchar('[');
+	for (int i = 0, first = 1; i < n; i++) {
+		if (!ok[i])
+			continue;
+		printf("%s\"%s\"", first ? "" : ", ", names[i]);
+		first = 0;
+	}
+	putchar(']');
+}
 
 static void print_features(void)
 {
-	printf("{\"cpu\": {\"model\": \"%s\", \"family\": %u, \"model_id\": %u, "
-	       "\"stepping\": %u, \"llc_kb\": %u, \"sse2\": %s, \"avx2\": %s, "
-	       "\"avx512f\": %s, \"movdir64b\": %s, \"clflushopt\": %s}, "
-	       "\"supported\": [",
-	       cpu.model, cpu.family, cpu.model_id, cpu.stepping, cpu.llc_kb,
-	       cpu.sse2 ? "true" : "false", cpu.avx2 ? "true" : "false",
-	       cpu.avx512f ? "true" : "false",
-	       cpu.movdir64b ? "true" : "false",
-	       cpu.clflushopt ? "true" : "false");
-	for (int s = 0, first = 1; s < NR_STRATEGIES; s++) {
-		if (!strategy_supported(s, &cpu))
-			continue;
-		printf("%s\"%s\"", first ? "" : ", ", strategy_names[s]);
-		first = 0;
-	}
-	printf("]}\n");
+	bool strategies[NR_STRATEGIES], methods[NR_CLEAR_METHODS];
+
+	for (int s = 0; s < NR_STRATEGIES; s++)
+		strategies[s] = strategy_supported(s, &cpu);
+	for (int m = 0; m < NR_CLEAR_METHODS; m++)
+		methods[m] = clear_method_supported(m, &cpu);
+	putchar('{');
+	print_cpu_json(&cpu);
+	printf(", \"supported\": ");
+	print_names(strategy_names, strategies, NR_STRATEGIES);
+	printf(", \"clear_supported\": ");
+	print_names(clear_method_names, methods, NR_CLEAR_METHODS);
+	printf("}\n");
 }
 
 /* Write one case with strategy s and compare with the reference. */
@@ -413,7 +272,7 @@ struct bench_opts {
 	int nsizes;
 	int states[MAX_LIST], nstates;
 	int backings[MAX_LIST], nbackings;
-	int strategies[NR_STRATEGIES], nstrategies;
+	int strategies[MAX_LIST], nstrategies;
 	int threads[MAX_LIST], nthreads;
 	int reps;
 };
@@ -429,12 +288,6 @@ static size_t pfns_for_bytes(const struct geometry *g, size_t bytes,
 	if (!g->order)
 		return bytes / size ? bytes / size : 1;
 	return (compounds ? compounds : 1) * n;
-}
-
-static double median_of(double *ns, int reps)
-{
-	qsort(ns, reps, sizeof(*ns), cmp_double);
-	return reps % 2 ? ns[reps / 2] : (ns[reps / 2 - 1] + ns[reps / 2]) / 2;
 }
 
 /* Warm up once, then time reps runs, preparing the state before each. */
@@ -456,11 +309,11 @@ static void bench(const struct images *img, struct bench_opts *o)
 	double ns[256], sorted[256];
 	int first_run = 1;
 
-	printf("{\"cpu\": {\"model\": \"%s\", \"family\": %u, \"model_id\": %u, "
-	       "\"stepping\": %u, \"llc_kb\": %u}, \"vectors\": \"%s\", "
+	putchar('{');
+	print_cpu_json(&cpu);
+	printf(", \"vectors\": \"%s\", "
 	       "\"struct_page_size\": %zu, \"geometry\": \"%s\", \"reps\": %d, "
 	       "\"runs\": [\n",
-	       cpu.model, cpu.family, cpu.model_id, cpu.stepping, cpu.llc_kb,
 	       img->source, img->size, o->geom->name, o->reps);
 	for (int bi = 0; bi < o->nbackings; bi++) {
 		enum backing b = o->backings[bi];
@@ -471,13 +324,14 @@ static void bench(const struct images *img, struct bench_opts *o)
 			size_t written = geometry_written(o->geom, nr_pfns);
 			size_t len = written * img->size;
 			size_t pbs = nr_pfns / PAGEBLOCK_PAGES + 2;
-			unsigned char *memmap = map_buffer(b, len);
+			char why[160];
+			unsigned char *memmap = map_buffer(b, len, why, sizeof(why));
 			unsigned char *pageblocks = calloc(pbs, 1);
 
 			if (!memmap) {
 				printf("%s{\"backing\": \"%s\", \"memmap_bytes\": %zu, "
-				       "\"unavailable\": true}\n", first_run ? "" : ",",
-				       backing_names[b], len);
+				       "\"unavailable\": true, \"why\": \"%s\"}\n",
+				       first_run ? "" : ",", backing_names[b], len, why);
 				first_run = 0;
 				free(pageblocks);
 				continue;
@@ -544,7 +398,7 @@ static void bench(const struct images *img, struct bench_opts *o)
 					}
 				}
 			}
-			unmap_buffer(memmap, len);
+			unmap_buffer(b, memmap, len);
 			free(pageblocks);
 		}
 	}
@@ -553,20 +407,11 @@ static void bench(const struct images *img, struct bench_opts *o)
 
 static void usage(void)
 {
-	die("usage: zdlab features | verify VECTORS | bench VECTORS [--geometry G] "
-	    "[--sizes B,..] [--states cold,hot,rewrite] [--backings anon-4k,"
-	    "anon-thp,shm-file,hugetlb] [--strategies S,..|all] [--threads N,..] "
+	die("usage: zdlab features | clear verify|bench|fault ... | verify VECTORS "
+	    "| bench VECTORS [--geometry G] [--sizes B,..] "
+	    "[--states cold,hot,rewrite] [--backings anon-4k,anon-thp,shm-file,"
+	    "hugetlb,hugetlb-1G] [--strategies S,..|all] [--threads N,..] "
 	    "[--reps N]");
-}
-
-static int parse_int(const char *text, int lo, int hi, const char *what)
-{
-	char *end;
-	long v = strtol(text, &end, 10);
-
-	if (end == text || *end || v < lo || v > hi)
-		die("%s must be an integer in %d..%d, not '%s'", what, lo, hi, text);
-	return (int)v;
 }
 
 static void parse_bench(int argc, char **argv, struct bench_opts *o)
@@ -648,6 +493,8 @@ int main(int argc, char **argv)
 		print_features();
 		return 0;
 	}
+	if (!strcmp(argv[1], "clear"))
+		return clear_main(argc - 2, argv + 2, &cpu);
 	if (argc < 3 || (strcmp(argv[1], "verify") && strcmp(argv[1], "bench")))
 		usage();
 	if (images_load(&img, argv[2]))

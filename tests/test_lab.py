@@ -1,12 +1,14 @@
 """The native lab: byte equality with the kernel's images, dispatch, ASan."""
 import json
 import os
+import pathlib
 import re
 import subprocess
 
 import pytest
 
-from zdinit import lab
+from zdinit import lab, lab_clear
+from zdinit.errors import ZdinitError
 
 
 def cpuinfo_flags():
@@ -93,3 +95,273 @@ def test_recommendation_finds_the_crossover():
     rec = lab.recommend(runs)["cold"]
     assert rec["stream_wins_from_bytes"] == 2
     assert rec["best_at_largest"] == "sse2-movntdq"
+
+
+# ---- huge-page clearing (zdlab clear, zdinit/lab_clear.py) ---------------
+
+CLEAR_METHODS = {"page-stosb", "page-stosq", "page-movq", "extent-stosb",
+                 "extent-stosq", "clzero", "movnti", "sse2-movntdq",
+                 "avx2-vmovntdq", "avx512-vmovntdq"}
+
+
+def verify_counts(out):
+    m = re.search(r"(\d+) passed, (\d+) failed", out)
+    assert m, out
+    return int(m.group(1)), int(m.group(2))
+
+
+@pytest.mark.parametrize("sanitized", [False, True], ids=["plain", "asan-ubsan"])
+def test_every_clearing_method_zeroes_exactly_its_range(sanitized):
+    out = lab.zdlab(["clear", "verify"], sanitized=sanitized)
+    passed, failed = verify_counts(out)
+    ran = set(out.splitlines()[0].split()[1:])
+    assert ran == set(lab.features()["clear_supported"])
+    assert failed == 0 and passed >= 400 * len(ran), out
+
+
+@pytest.mark.parametrize("mutant", ["short", "over"])
+def test_clear_verify_catches_a_broken_method(mutant):
+    """lab/Makefile builds SSE2 clearing one line short or one line over."""
+    if "sse2-movntdq" not in lab.features()["clear_supported"]:
+        pytest.skip("no SSE2 streaming stores here")
+    binary = lab.LAB / "build" / f"zdlab-mutant-{mutant}"
+    build = subprocess.run(["make", "-s", "-C", str(lab.LAB),
+                            f"build/zdlab-mutant-{mutant}"],
+                           capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    proc = subprocess.run([str(binary), "clear", "verify"],
+                          capture_output=True, text=True)
+    passed, failed = verify_counts(proc.stdout)
+    assert proc.returncode == 1 and failed > 0
+    broken = {line.split()[1] for line in proc.stderr.splitlines()
+              if line.startswith("FAIL")}
+    assert broken == {"sse2-movntdq"}
+
+
+def test_dispatcher_offers_clearing_methods_by_cpuinfo():
+    feats = lab.features()
+    flags = cpuinfo_flags()
+    offered = set(feats["clear_supported"])
+    assert offered <= CLEAR_METHODS
+    assert ("clzero" in offered) == ("clzero" in flags)
+    assert ("extent-stosb" in offered) == ("erms" in flags)
+    assert ("avx512-vmovntdq" in offered) <= ("avx512f" in flags)
+    assert {"page-stosq", "page-movq", "extent-stosq"} <= offered
+
+
+def test_masked_clearing_methods_are_never_run():
+    masked = {"clzero", "avx512-vmovntdq", "avx2-vmovntdq", "extent-stosb",
+              "page-stosb"}
+    env = dict(os.environ, ZDLAB_MASK="clzero,avx512f,avx2,erms")
+    feats = json.loads(lab.zdlab(["features"], env=env))
+    assert not masked & set(feats["clear_supported"])
+    ran = lab.zdlab(["clear", "verify"], env=env).splitlines()[0].split()[1:]
+    assert not masked & set(ran)
+    out = json.loads(lab.zdlab(
+        ["clear", "bench", "--extents", "2M", "--region", "4M", "--reps", "1",
+         "--states", "cold", "--methods",
+         "clzero,avx512-vmovntdq,extent-stosb,extent-stosq"], env=env))
+    by = {r["method"]: r for r in out["runs"]}
+    assert by["clzero"].get("unsupported") is True
+    assert by["avx512-vmovntdq"].get("unsupported") is True
+    assert by["extent-stosb"].get("unsupported") is True
+    assert by["extent-stosq"]["median_ns"] > 0
+    fault = json.loads(lab.zdlab(
+        ["clear", "fault", "--methods", "clzero,page-stosq", "--touch", "4K",
+         "--pool", "2", "--reps", "1"], env=env))
+    assert [r["method"] for r in fault["runs"]
+            if r.get("unsupported")] == ["clzero"]
+
+
+def test_clear_bench_reports_thp_backing_and_spread():
+    enabled = pathlib.Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not enabled.exists() or "[never]" in enabled.read_text():
+        pytest.skip("THP disabled here")
+    out = json.loads(lab.zdlab(["clear", "bench", "--extents", "2M",
+                                "--region", "4M", "--reps", "3", "--methods",
+                                "page-stosq,extent-stosq"]))
+    runs = out["runs"]
+    assert {(r["state"], r["method"], r["extent_bytes"]) for r in runs} == {
+        (s, "page-stosq", 4096) for s in ("cold", "hot")} | {
+        (s, "extent-stosq", 2 << 20) for s in ("cold", "hot")}
+    for r in runs:
+        assert 0 < r["thp_bytes"] <= r["region_bytes"] == 4 << 20
+        assert len(r["samples_ns"]) == 3
+        assert r["gb_per_s_min"] <= r["gb_per_s"] <= r["gb_per_s_max"]
+        # CPU time never runs ahead of the wall clock (but for the two
+        # clock reads around it).
+        assert r["cpu_median_ns"] <= r["median_ns"] * 1.01 + 5000
+
+
+def test_unavailable_hugetlb_says_why():
+    pool = pathlib.Path("/sys/kernel/mm/hugepages/hugepages-1048576kB")
+    if pool.exists() and int((pool / "free_hugepages").read_text()):
+        pytest.skip("a 1G page is free here")
+    out = json.loads(lab.zdlab(["clear", "bench", "--extents", "2M",
+                                "--region", "2M", "--backings", "hugetlb-1G",
+                                "--reps", "1"]))
+    (row,) = out["runs"]
+    assert row["unavailable"] is True and "needed" in row["why"] or \
+        "no 1048576 kB hugetlb pool" in row["why"]
+
+
+def test_bad_clear_options_are_one_line_errors():
+    for args, message in [
+            (["clear", "bench", "--extents", "3M", "--region", "4M"],
+             "does not divide"),
+            (["clear", "bench", "--methods", "rep-movsb"], "unknown method"),
+            (["clear", "bench", "--backings", "hugetlb-2G"], "unknown backing"),
+            (["clear", "bench", "--touch", "4K"], "takes no --touch"),
+            (["clear", "fault", "--extents", "2M"], "takes no --extents"),
+            (["clear", "fault", "--touch", "4M"], "not whole lines"),
+            (["clear", "fault", "--touch", "100"], "not whole lines"),
+            (["clear", "fault", "--radius", "512"], "--radius"),
+            (["clear", "fault", "--backings", "anon-thp,hugetlb"],
+             "one backing"),
+            (["clear", "bench", "--reps", "0"], "--reps"),
+            (["clear", "frobnicate"], "usage")]:
+        proc = subprocess.run([str(lab.binary())] + args, capture_output=True,
+                              text=True)
+        assert proc.returncode == 2, args
+        assert message in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def clear_run(method, extent, gbps, state="cold", backing="anon-thp",
+              wall=None):
+    """Wall-clock rates as if descheduled: the CPU-time ones rule."""
+    return {"backing": backing, "state": state, "method": method,
+            "extent_bytes": extent, "gb_per_s": wall or gbps / 2,
+            "cpu_gb_per_s": gbps, "median_ns": 1}
+
+
+def test_clear_recommendation_batch_threshold_and_ratios():
+    M = 1 << 20
+    runs = [clear_run("page-stosb", 4096, 10.0),
+            clear_run("extent-stosb", 2 * M, 20.0, wall=5.0),
+            clear_run("extent-stosb", 8 * M, 30.0),
+            clear_run("extent-stosb", 32 * M, 49.0),
+            clear_run("extent-stosb", 1024 * M, 50.0),
+            clear_run("clzero", 2 * M, 15.0),
+            clear_run("clzero", 8 * M, 40.0),
+            clear_run("clzero", 32 * M, 45.0),
+            clear_run("avx2-vmovntdq", 1024 * M, 52.0),
+            clear_run("extent-stosq", 2 * M, 60.0, state="hot")]
+    rec = lab_clear.recommend(runs)
+    cold = rec["anon-thp/cold"]
+    assert cold["batch_bytes"] == 32 * M          # 49 >= 0.95 * 50
+    assert cold["stream_wins_from_bytes"] == 8 * M
+    assert cold["stream_wins_by_extent"] == {
+        str(2 * M): False, str(8 * M): True, str(32 * M): False,
+        str(1024 * M): True}
+    ratios = cold["ratios"]
+    assert ratios["best_2M"] == "extent-stosb"
+    assert ratios["vs_upstream_2M"] == 1.0 and ratios["vs_stock_4K"] == 2.0
+    assert ratios["vs_upstream_2M_meets_goal"] is False
+    hot = rec["anon-thp/hot"]
+    assert hot["batch_bytes"] is None and "vs_upstream_2M" not in hot["ratios"]
+
+
+def test_fault_summary_names_the_fastest_and_the_neighbourhood_gain():
+    def row(method, order, ns):
+        return {"method": method, "access": "read", "touch_bytes": 4096,
+                "order": order, "median_ns": 9e9, "cpu_median_ns": ns}
+    out = lab_clear.fault_summary([row("clzero", "plain", 30e3),
+                                   row("clzero", "neighbourhood-last", 29e3),
+                                   row("extent-stosb", "plain", 70e3),
+                                   {"method": "movnti", "unsupported": True}])
+    cell = out["read"]["4096"]
+    assert cell["fastest"] == "clzero neighbourhood-last"
+    assert cell["neighbourhood_saves_us"] == {"clzero": 1.0}
+
+
+def test_hugetlb_pool_grows_and_restores(tmp_path):
+    pool = tmp_path / "hugepages-2048kB"
+    pool.mkdir()
+    (pool / "nr_hugepages").write_text("4\n")
+    (pool / "free_hugepages").write_text("1\n")
+    with pytest.raises(RuntimeError):
+        with lab_clear.hugetlb_pool({2048: 8, 1048576: 1}, root=tmp_path) as added:
+            assert added == {2048: 7}
+            assert (pool / "nr_hugepages").read_text().strip() == "11"
+            raise RuntimeError("the sweep failed")
+    assert (pool / "nr_hugepages").read_text().strip() == "4"
+
+
+def test_hugetlb_pool_refusal_is_an_error(tmp_path, monkeypatch):
+    pool = tmp_path / "hugepages-2048kB"
+    pool.mkdir()
+    (pool / "nr_hugepages").write_text("0\n")
+    (pool / "free_hugepages").write_text("0\n")
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+    monkeypatch.setattr(pathlib.Path, "write_text", refuse)
+    with pytest.raises(ZdinitError, match="cannot grow .*Permission denied"):
+        with lab_clear.hugetlb_pool({2048: 1}, root=tmp_path):
+            pass
+
+
+def test_sweeps_fit_the_llc_and_name_the_issue_extents():
+    full = lab_clear.sweeps(False, 32 << 20)
+    cold = full["clear-cold"]
+    assert cold[cold.index("--region") + 1] == "1G"
+    assert {"2M", "8M", "32M", "1G"} <= set(
+        cold[cold.index("--extents") + 1].split(","))
+    hot = full["clear-hot"]
+    assert hot[hot.index("--region") + 1] == "16M"
+    assert hot[hot.index("--extents") + 1] == "2M,8M,16M"
+    tiny = lab_clear.sweeps(True, 2 << 20)["clear-hot"]
+    assert tiny[tiny.index("--extents") + 1] == "2M"
+
+
+def fake_zdlab(args, sanitized=False, env=None):
+    """Canned zdlab answers, enough for lab.run() to write its files."""
+    if args[0] == "features":
+        return json.dumps({"cpu": {"model": "fake", "family": 1,
+                                   "model_id": 2, "llc_kb": 32768},
+                           "supported": ["template-u64"],
+                           "clear_supported": ["extent-stosq"]})
+    if args[0] == "bench":
+        return json.dumps({"geometry": "order0", "runs": [
+            {"backing": "anon-thp", "state": "cold", "threads": 1,
+             "strategy": "template-u64", "memmap_bytes": 1 << 20,
+             "median_ns": 5, "ns_per_page": 1.0, "gb_per_s": 1.0,
+             "of_floor": 1.0}]})
+    if args[1] == "bench":
+        return json.dumps({"runs": [
+            {"backing": "anon-thp", "state": "cold", "method": "extent-stosq",
+             "extent_bytes": 2 << 20, "region_bytes": 2 << 20,
+             "median_ns": 5, "gb_per_s": 1.0, "gb_per_s_min": 0.9,
+             "gb_per_s_max": 1.1, "samples_ns": [5], "cpu_median_ns": 5,
+             "cpu_gb_per_s": 1.0}]})
+    return json.dumps({"backing": "anon-thp", "runs": [
+        {"method": "extent-stosq", "access": "read", "touch_bytes": 4096,
+         "order": "plain", "median_ns": 5, "clear_median_ns": 4,
+         "cpu_median_ns": 5, "samples_ns": [5]}]})
+
+
+def test_a_failing_plot_is_one_warning_and_keeps_the_results(
+        tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(lab, "zdlab", fake_zdlab)
+
+    def broken(*args):
+        raise ValueError("no display\nsecond line")
+    monkeypatch.setattr(lab_clear, "plot", broken)
+    monkeypatch.setattr(lab, "plot", broken)
+    out = lab.run(quick=True, out_root=tmp_path)
+    final = tmp_path / "latest"
+    data = json.loads((final / "lab.json").read_text())
+    assert data["clear"]["bench"][0]["method"] == "extent-stosq"
+    assert "extent-stosq" in (final / "lab.txt").read_text()
+    warnings = [line for line in capsys.readouterr().err.splitlines()
+                if "warning" in line]
+    assert len(warnings) == 2 and all("ValueError: no display" in w
+                                      for w in warnings)
+    assert "results:" in out
+
+
+def test_a_second_lab_run_is_refused(tmp_path):
+    with lab.one_run_at_a_time(tmp_path):
+        with pytest.raises(ZdinitError, match="another lab run"):
+            with lab.one_run_at_a_time(tmp_path):
+                pass

@@ -74,12 +74,27 @@ def check_edited_log(log, scenario, old, new, verify=False):
     bench.check_run(spec, run, "x", verify=verify)
 
 
-def test_check_run_fails_on_a_verification_mismatch():
-    with pytest.raises(ZdinitError, match="3 struct pages differ"):
+@pytest.mark.parametrize("verify_line, why", [
+    ("checked=1000 mismatches=3 unchecked=0", "3 struct pages differ"),
+    # The check fails closed: pages it could not compare, none compared,
+    # or a kernel that does not say what it left unchecked.
+    ("checked=1000 mismatches=0 unchecked=512", "512 could not be compared"),
+    ("checked=0 mismatches=0 unchecked=0", "no struct page was compared"),
+    ("checked=1000 mismatches=0", "does not report unchecked"),
+])
+def test_check_run_fails_on_a_verification_failure(verify_line, why):
+    with pytest.raises(ZdinitError, match=why):
         check_edited_log("devdax-mem-patched.log", "devdax-mem",
                          "@@zdinit end rc=0",
-                         "@@zdinit verify checked=1000 mismatches=3\n"
+                         f"@@zdinit verify {verify_line}\n"
                          "@@zdinit end rc=0", verify=True)
+
+
+def test_check_run_accepts_a_clean_verification():
+    check_edited_log("devdax-mem-patched.log", "devdax-mem",
+                     "@@zdinit end rc=0",
+                     "@@zdinit verify checked=1000 mismatches=0 unchecked=0\n"
+                     "@@zdinit end rc=0", verify=True)
 
 
 def test_check_run_fails_on_a_wrong_page_count():

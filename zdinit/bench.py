@@ -58,12 +58,8 @@ def check_run(spec, run, label, verify):
     """The guest did what the scenario says: geometry, counts, no splats."""
     if run.splats:
         raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
-    if verify:
-        if not run.verify:
-            raise ZdinitError(f"{label}: no memmap verification result")
-        if run.verify["mismatches"]:
-            raise ZdinitError(f"{label}: {run.verify['mismatches']} struct "
-                              f"pages differ from the slow path")
+    if verify and run.verify_problem():
+        raise ZdinitError(f"{label}: {run.verify_problem()}")
     for step in run.steps:
         if len(step.memmap) != 1:
             raise ZdinitError(f"{label}: step {step.labels} logged "

@@ -14,11 +14,11 @@ MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
 # A variant is a kconfig fragment list plus the series applied (None: none).
 VARIANTS = {
     "base": (["zdinit"], None),
-    "patched": (["zdinit"], source.PATCHES),
+    "patched": (["zdinit", "series"], source.PATCHES),
     # The series with the page_ref tracepoints, for the tracepoint guard.
-    "trace": (["zdinit", "trace"], source.PATCHES),
+    "trace": (["zdinit", "trace", "series"], source.PATCHES),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
-    "debug": (["zdinit", "debug"], source.PATCHES),
+    "debug": (["zdinit", "debug", "series"], source.PATCHES),
     # Huge-page clearing: stock 6.12 and the clear series, same config.
     "clear-base": (["zdinit", "clear"], None),
     "clear": (["zdinit", "clear"], source.CLEAR_PATCHES),
@@ -56,33 +56,47 @@ def jobs():
     return str((os.cpu_count() or 1) + 1)
 
 
-def make_cmd(tree, out, *targets):
-    return ["make", "-C", str(tree), f"O={out}", "CC=ccache gcc",
-            f"-j{jobs()}", *targets]
+@dataclasses.dataclass(frozen=True)
+class Arch:
+    """Another architecture, built with a Debian cross compiler."""
+    name: str
+    cross_compile: str
+    package: str
+    image: str
 
 
-def configure(tree, out, fragments, env):
+def make_cmd(tree, out, *targets, arch=None):
+    cmd = ["make", "-C", str(tree), f"O={out}", f"-j{jobs()}"]
+    if arch:
+        cmd += [f"ARCH={arch.name}", f"CROSS_COMPILE={arch.cross_compile}",
+                f"CC=ccache {arch.cross_compile}gcc"]
+    else:
+        cmd.append("CC=ccache gcc")
+    return cmd + list(targets)
+
+
+def configure(tree, out, fragments, env, arch=None):
     """tinyconfig + fragments + olddefconfig, verified; redone on change."""
     paths = kconfig.fragment_paths(fragments)
     wanted = kconfig.requested(paths)
     key = hashlib.sha256(
         "".join(p.read_text() for p in paths).encode()
-        + str(tree).encode()).hexdigest()[:16]
+        + str(tree).encode() + str(arch).encode()).hexdigest()[:16]
     stamp = out / ".zdinit-config"
     if stamp.exists() and stamp.read_text().strip() == key and \
             (out / ".config").exists():
         return
-    out.mkdir(parents=True, exist_ok=True)
     stamp.unlink(missing_ok=True)
     log = out / "config.log"
-    proc.run_logged(make_cmd(tree, out, "tinyconfig"), log, "tinyconfig",
-                    env=env)
+    proc.run_logged(make_cmd(tree, out, "tinyconfig", arch=arch), log,
+                    "tinyconfig", env=env)
+    merge_env = dict(env, **({"ARCH": arch.name} if arch else {}))
     proc.run_logged([str(tree / "scripts/kconfig/merge_config.sh"), "-m",
                      "-O", str(out), str(out / ".config")]
                     + [str(p) for p in paths], out / "merge.log",
-                    "merge_config", env=env, cwd=tree)
-    proc.run_logged(make_cmd(tree, out, "olddefconfig"), log, "olddefconfig",
-                    env=env)
+                    "merge_config", env=merge_env, cwd=tree)
+    proc.run_logged(make_cmd(tree, out, "olddefconfig", arch=arch), log,
+                    "olddefconfig", env=env)
     kconfig.verify(wanted, out / ".config")
     stamp.write_text(key + "\n")
 
@@ -98,11 +112,31 @@ def build_module(tree, out, env):
     return mdir / "zd_memremap.ko"
 
 
+# In a build directory while a build runs there; removed only once the
+# kernel and the module are built.
+_BUILDING = ".zdinit-building"
+
+
+def claim_build_dir(out):
+    """Mark out as being built, first starting it afresh if the last build
+    there did not finish: a make killed half-way can leave truncated
+    objects newer than their sources, which the next make would trust."""
+    marker = out / _BUILDING
+    if marker.exists():
+        progress.say(f"the last build in {out} did not finish; "
+                     "starting that build directory afresh")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{os.getpid()}\n")
+    return marker
+
+
 def build_tree(name, tree, fragments, out=None):
     """Build bzImage, in-tree modules and the project module of one tree."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
+    building = claim_build_dir(out)
     configure(tree, out, fragments, env)
     progress.say(f"building kernel '{name}' in {out}")
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules"),
@@ -112,6 +146,7 @@ def build_tree(name, tree, fragments, out=None):
     release = subprocess.run(
         ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
         capture_output=True, text=True, env=env).stdout.strip()
+    building.unlink()
     return Kernel(name, tree, out, out / "arch/x86/boot/bzImage", module,
                   release, took)
 
@@ -126,3 +161,20 @@ def build(variant):
         raise ZdinitError(f"variant '{variant}' needs {series_dir}/series")
     tree = source.variant_tree(variant, patches)
     return build_tree(variant, tree, fragments)
+
+
+def build_arch(name, tree, fragments, arch):
+    """Cross-build the kernel image of tree for arch; return its path."""
+    deps.require_tool(f"{arch.cross_compile}gcc", arch.package)
+    out = cache.build_dir(name)
+    env = make_env()
+    cache.require_free_space(cache.cache_dir(), 2 << 30, f"building {name}")
+    building = claim_build_dir(out)
+    configure(tree, out, fragments, env, arch=arch)
+    progress.say(f"building kernel '{name}' for {arch.name} in {out}")
+    took = proc.run_logged(make_cmd(tree, out, pathlib.Path(arch.image).name,
+                                    arch=arch),
+                           out / "build.log", f"build {name}", env=env)
+    progress.say(f"kernel '{name}' built in {took:.0f}s")
+    building.unlink()
+    return out / arch.image

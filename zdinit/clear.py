@@ -8,8 +8,6 @@ interleaved loop by loop (guest/clear.sh).
 import dataclasses
 import json
 import re
-import shlex
-import sys
 
 from zdinit import (bench, build, initramfs, parse, progress, qemu,
                     report, scenarios, stats)
@@ -200,14 +198,14 @@ def markdown_table(runs):
     return report.markdown_table(runs, HEADER, rows)
 
 
-def run_bench(spec, rounds, kernels):
+def run_bench(spec, rounds, kernels, command_line):
     """The measured run: results/<stamp>/ with results.json and summary.md."""
     targets, accel, why = prepare(spec, kernels)
     partial, final = report.new_results_dir()
     try:
         samples = measure(targets, spec, rounds, accel, partial / "logs")
         runs = runs_table(samples, spec)
-        results = {"command": "python3 -m zdinit " + shlex.join(sys.argv[1:]),
+        results = {"command": command_line,
                    "env": bench.environment(accel, why, targets),
                    "runs": runs}
         (partial / "results.json").write_text(

@@ -1,11 +1,17 @@
-"""zdinit command line: thin wrappers around the modules that do the work."""
+"""zdinit command line: thin wrappers around the modules that do the work.
+
+Every option is checked before anything is installed, built or booted; a
+command that writes to the cache holds its lock for the whole run.
+"""
 import argparse
+import functools
 import shlex
 import signal
 import sys
 
-from zdinit import (bench, build, clear, deps, initramfs, lab, progress,
-                    qemu, report, safety, scenarios, selftest, series, source)
+from zdinit import (bench, build, cache, clear, deps, initramfs, lab,
+                    progress, qemu, report, safety, scenarios, selftest,
+                    series, source)
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
@@ -13,8 +19,30 @@ VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = ("auto", "slow", "template", "stream")
 
 
-def csv(text):
-    return [item for item in text.split(",") if item]
+def one_of(what, choices, text):
+    """argparse type (with functools.partial): one of choices."""
+    if text not in choices:
+        raise argparse.ArgumentTypeError(
+            f"unknown {what} '{text}'; choose from " + ", ".join(choices))
+    return text
+
+
+def comma_list(what, choices):
+    """argparse type: a comma list of choices, at least one, none twice."""
+    def parse(text):
+        items = [item.strip() for item in text.split(",")]
+        if not any(items):
+            raise argparse.ArgumentTypeError(
+                f"no {what} given; choose from " + ", ".join(choices))
+        for item in items:
+            if not item:
+                raise argparse.ArgumentTypeError(f"empty item in '{text}'")
+            one_of(what, choices, item)
+            if items.count(item) > 1:
+                raise argparse.ArgumentTypeError(
+                    f"{what} '{item}' given twice")
+        return items
+    return parse
 
 
 def prepare_target(variant, strategies):
@@ -25,161 +53,166 @@ def prepare_target(variant, strategies):
 
 
 def cmd_safety(args):
-    deps.ensure_packages()
-    jobs = safety.FULL if args.full else safety.REDUCED
-    variants = sorted({v for job in jobs for v in job.kernels})
-    targets = {v: prepare_target(v, STRATEGIES if v == "patched" else ("auto",))
-               for v in variants}
-    first = targets[variants[0]]
-    accel, _ = qemu.choose_accel(first.kernel, first.initrd)
-    final = safety.run(targets, accel, full=args.full)
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        jobs = safety.FULL if args.full else safety.REDUCED
+        variants = sorted({v for job in jobs for v in job.kernels})
+        targets = {v: prepare_target(v, STRATEGIES if v in ("patched", "debug")
+                                     else ("auto",))
+                   for v in variants}
+        first = targets[variants[0]]
+        accel, _ = qemu.choose_accel(first.kernel, first.initrd)
+        final = safety.run(targets, accel, full=args.full)
     print(f"\nresults: {final} (results/latest)")
 
 
 def cmd_setup(args):
-    deps.ensure_packages()
-    source.pristine_tree()
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        source.pristine_tree()
     progress.say("setup complete")
 
 
 def cmd_build(args):
-    for variant in args.variants:
-        if variant not in VARIANTS:
-            raise UsageError(f"unknown kernel '{variant}'; choose from "
-                             + ", ".join(VARIANTS))
-    deps.ensure_packages()
-    for variant in args.variants:
-        kernel = build.build(variant)
-        print(f"{variant}: {kernel.bzimage} ({kernel.release})")
+    if len(set(args.variants)) < len(args.variants):
+        raise UsageError("a kernel is given twice: "
+                         + " ".join(args.variants))
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        for name in args.variants:
+            kernel = build.build(name)
+            print(f"{name}: {kernel.bzimage} ({kernel.release})")
 
 
 def cmd_check_series(args):
-    names = csv(args.series) if args.series else list(series.SERIES)
-    for name in names:
-        if name not in series.SERIES:
-            raise UsageError(f"unknown series '{name}'; choose from "
-                             + ", ".join(series.SERIES))
-    deps.ensure_packages()
-    for name in names:
-        for result in series.check(name, build_each=not args.no_build):
-            built = f", built in {result.build_s:.0f}s" if result.build_s else ""
-            print(f"{name}/{result.patch}: applies, checkpatch "
-                  f"{result.checkpatch}{built}")
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        for name in args.series:
+            results, other_arches = series.check(name,
+                                                 build_each=not args.no_build)
+            for result in results:
+                built = (f", built in {result.build_s:.0f}s" if result.build_s
+                         else "")
+                print(f"{name}/{result.patch}: applies, checkpatch "
+                      f"{result.checkpatch}{built}")
+            for line in other_arches:
+                print(line)
 
 
 def validate_bench(args):
-    kernels = csv(args.kernels)
-    for k in kernels:
-        if k not in KERNELS:
-            raise UsageError(f"unknown kernel '{k}'; choose from "
-                             + ", ".join(KERNELS))
-    strategies = csv(args.strategies)
-    for s in strategies:
-        if s not in STRATEGIES:
-            raise UsageError(f"unknown strategy '{s}'; choose from "
-                             + ", ".join(STRATEGIES))
-    if args.verify and "base" in kernels:
+    """What argparse cannot check alone; returns the scenarios' RunSpecs."""
+    if args.verify and "base" in args.kernels:
         raise UsageError("--verify needs the patched kernel only: stock "
                          "6.12 has no memmap self-check (use --kernels patched)")
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
-    specs = scenarios.plan(csv(args.scenarios), args.size, args.n,
-                           csv(args.align) if args.align else None)
-    return kernels, strategies, specs
+    return scenarios.plan(args.scenarios, args.size, args.n, args.align)
 
 
 def cmd_bench(args):
-    kernels, strategies, specs = validate_bench(args)
-    deps.ensure_packages()
-    bench.check_resources(specs)
-    targets = [prepare_target(k, strategies) for k in kernels]
-    accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
-    progress.say(f"accelerator: {accel} ({why})")
-    partial, final = report.new_results_dir()
-    try:
-        samples = bench.run_bench(targets, specs, args.rounds, accel,
-                                  partial / "logs", verify=args.verify)
-        results = {"command": "python3 -m zdinit " + shlex.join(sys.argv[1:]),
-                   "env": bench.environment(accel, why, targets),
-                   "runs": bench.runs_table(samples, specs)}
-        report.write(results, partial)
-    except BaseException:
-        failed = report.mark_failed(partial)
-        progress.say(f"incomplete run; logs kept in {failed}")
-        raise
-    final = report.publish(partial, final)
+    specs = validate_bench(args)
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        bench.check_resources(specs)
+        targets = [prepare_target(k, args.strategies) for k in args.kernels]
+        accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
+        progress.say(f"accelerator: {accel} ({why})")
+        partial, final = report.new_results_dir()
+        try:
+            samples = bench.run_bench(targets, specs, args.rounds, accel,
+                                      partial / "logs", verify=args.verify)
+            results = {"command": args.command_line,
+                       "env": bench.environment(accel, why, targets),
+                       "runs": bench.runs_table(samples, specs)}
+            report.write(results, partial)
+        except BaseException:
+            failed = report.mark_failed(partial)
+            progress.say(f"incomplete run; logs kept in {failed}")
+            raise
+        final = report.publish(partial, final)
     print(report.text_table(results["runs"]))
     print(f"\nresults: {final} (results/latest)")
 
 
 def clear_spec(args):
+    """The clear family's options, checked; the host must back the guest."""
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
-    spec = scenarios.plan_clear(csv(args.pages), args.size,
-                                getattr(args, "loops", None), csv(args.preempt))
+    spec = scenarios.plan_clear(args.pages, args.size,
+                                getattr(args, "loops", None), args.preempt)
     clear.check_resources(spec)
     return spec
 
 
 def cmd_clear(args):
-    kernels = csv(args.kernels)
-    for k in kernels:
-        if k not in clear.KERNELS:
-            raise UsageError(f"unknown kernel '{k}'; choose from "
-                             + ", ".join(clear.KERNELS))
     spec = clear_spec(args)
-    deps.ensure_packages()
-    final, runs = clear.run_bench(spec, args.rounds, kernels)
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        final, runs = clear.run_bench(spec, args.rounds, args.kernels,
+                                      args.command_line)
     print(clear.text_table(runs))
     print(f"\nresults: {final} (results/latest)")
 
 
 def cmd_clear_check(args):
-    if args.kernel not in clear.CHECK_KERNELS:
-        raise UsageError(f"unknown kernel '{args.kernel}'; choose from "
-                         + ", ".join(clear.CHECK_KERNELS))
     spec = clear_spec(args)
-    deps.ensure_packages()
-    for line in clear.check_zero(spec, args.rounds, args.kernel):
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        lines = clear.check_zero(spec, args.rounds, args.kernel)
+        if args.selftests:
+            lines += clear.check_selftests(spec.preempt)
+    for line in lines:
         print(line)
-    if args.selftests:
-        for line in clear.check_selftests(spec.preempt):
-            print(line)
 
 
 def cmd_selftest(args):
-    deps.ensure_packages()
-    target = prepare_target("patched", STRATEGIES)
-    accel, why = qemu.choose_accel(target.kernel, target.initrd)
-    for line in selftest.run(target, accel, args.size):
+    specs = selftest.altmap_specs(args.size)
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        target = prepare_target("patched", STRATEGIES)
+        accel, why = qemu.choose_accel(target.kernel, target.initrd)
+        lines = selftest.run(target, accel, specs)
+    for line in lines:
         print(line)
 
 
 def cmd_lab(args):
+    # No cache lock: the lab builds in lab/ and never reads the cache.
     deps.ensure_packages()
-    print(lab.run(quick=args.quick))
+    print(lab.run(quick=args.quick, reserve_hugetlb=args.reserve_hugetlb))
 
 
 def cmd_capture_vectors(args):
-    deps.ensure_packages()
-    target = prepare_target("base", ("default",))
-    accel, _ = qemu.choose_accel(target.kernel, target.initrd)
-    print(lab.capture_vectors(target, accel))
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        target = prepare_target("base", ("default",))
+        accel, _ = qemu.choose_accel(target.kernel, target.initrd)
+        print(lab.capture_vectors(target, accel))
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """Usage errors in the same one-line form as every other error."""
+
+    def error(self, message):
+        self.exit(2, f"zdinit: error: {message} (see '{self.prog} --help')\n")
 
 
 def add_clear_options(p, size):
     p.add_argument("--pages", default=",".join(scenarios.CLEAR.default_pages),
+                   type=comma_list("page size", tuple(scenarios.CLEAR_PAGES)),
                    help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES))
     p.add_argument("--size", default=size, help="bytes mapped per page size "
                    f"(default {size or scenarios.CLEAR.default_size >> 30}"
                    f"{'' if size else 'G'})")
-    p.add_argument("--preempt", default=",".join(scenarios.CLEAR.default_preempt),
+    p.add_argument("--preempt",
+                   default=",".join(scenarios.CLEAR.default_preempt),
+                   type=comma_list("preemption model", scenarios.PREEMPT_MODELS),
                    help="comma list of: " + ", ".join(scenarios.PREEMPT_MODELS))
     return p
 
 
 def parser():
-    p = argparse.ArgumentParser(
+    p = OneLineParser(
         prog="python3 -m zdinit",
         description="Measure and test ZONE_DEVICE memmap initialisation.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -188,13 +221,18 @@ def parser():
                    ).set_defaults(func=cmd_setup)
 
     b = sub.add_parser("build", help="build kernel variants")
-    b.add_argument("variants", nargs="*", default=list(KERNELS))
+    b.add_argument("variants", nargs="*", default=list(KERNELS),
+                   type=functools.partial(one_of, "kernel", VARIANTS),
+                   help="any of: " + ", ".join(VARIANTS)
+                   + " (default: base patched)")
     b.set_defaults(func=cmd_build)
 
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
                        "--strict it and build it")
     c.add_argument("--no-build", action="store_true")
-    c.add_argument("--series", help="comma list of: " + ", ".join(series.SERIES)
+    c.add_argument("--series", default=",".join(series.SERIES),
+                   type=comma_list("series", tuple(series.SERIES)),
+                   help="comma list of: " + ", ".join(series.SERIES)
                    + " (default: all)")
     c.set_defaults(func=cmd_check_series)
 
@@ -205,15 +243,20 @@ def parser():
                            f"  {name:12} {sc.what}"
                            for name, sc in scenarios.SCENARIOS.items()))
     r.add_argument("--kernels", default="base,patched",
+                   type=comma_list("kernel", KERNELS),
                    help="comma list of: " + ", ".join(KERNELS))
     r.add_argument("--scenarios", default=",".join(scenarios.SCENARIOS),
+                   type=comma_list("scenario", tuple(scenarios.SCENARIOS)),
                    help="comma list of: " + ", ".join(scenarios.SCENARIOS))
     r.add_argument("--size", help="device size, e.g. 100G (default: per "
                    "scenario, 100G; devprivate 64G)")
     r.add_argument("--n", type=int, help="rebinds per strategy (default 30; "
                    "devprivate 10)")
-    r.add_argument("--align", help="devdax alignments, e.g. 2M,1G")
+    r.add_argument("--align", type=comma_list("alignment",
+                                              tuple(scenarios.ALIGNS)),
+                   help="devdax alignments, e.g. 2M,1G")
     r.add_argument("--strategies", default=",".join(STRATEGIES),
+                   type=comma_list("strategy", STRATEGIES),
                    help="patched kernel strategies, interleaved in each boot")
     r.add_argument("--rounds", type=int, default=2,
                    help="boots per kernel, alternating kernels (default 2)")
@@ -238,6 +281,7 @@ def parser():
     cb.add_argument("--loops", type=int, help="timed mappings per method "
                     f"(default {scenarios.CLEAR.default_loops})")
     cb.add_argument("--kernels", default=",".join(clear.KERNELS),
+                    type=comma_list("kernel", clear.KERNELS),
                     help="comma list of: " + ", ".join(clear.KERNELS))
     cb.add_argument("--rounds", type=int, default=2,
                     help="boots per kernel and model, alternating (default 2)")
@@ -247,8 +291,11 @@ def parser():
         "reads back zero, for each method and preemption model"), "1G")
     cc.add_argument("--rounds", type=int, default=2,
                     help="fill, free, re-fault rounds per check (default 2)")
-    cc.add_argument("--kernel", default="clear", help="kernel for the zero "
-                    "read-back: " + ", ".join(clear.CHECK_KERNELS))
+    cc.add_argument("--kernel", default="clear",
+                    type=functools.partial(one_of, "kernel",
+                                           clear.CHECK_KERNELS),
+                    help="kernel for the zero read-back: "
+                    + ", ".join(clear.CHECK_KERNELS))
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
                     "6.12 vs the series (about 3 minutes a boot under TCG)")
@@ -257,6 +304,9 @@ def parser():
     lb = sub.add_parser("lab", help="native store-pattern benchmark")
     lb.add_argument("--quick", action="store_true",
                     help="small sizes and few repetitions")
+    lb.add_argument("--reserve-hugetlb", action="store_true",
+                    help="grow the hugetlb pools (2M, 1G) the clearing sweep "
+                    "needs for the run and restore them afterwards")
     lb.set_defaults(func=cmd_lab)
 
     sub.add_parser("capture-vectors", help="record the struct page images "
@@ -270,7 +320,9 @@ def _terminate(signum, frame):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(argv)
+    args.command_line = "python3 -m zdinit " + shlex.join(argv)
     # SIGTERM unwinds like ^C, so partial results are marked FAILED.
     signal.signal(signal.SIGTERM, _terminate)
     try:

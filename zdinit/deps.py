@@ -14,6 +14,8 @@ PACKAGES = [
     "daxctl", "e2fsprogs", "python3-matplotlib", "python3-pytest",
     # checkpatch.pl's SPDX check imports these.
     "python3-ply", "python3-git",
+    # check-series builds the series for arm64 and i386 and boots arm64.
+    "gcc-aarch64-linux-gnu", "gcc-i686-linux-gnu", "qemu-system-arm",
 ]
 
 

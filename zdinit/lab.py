@@ -1,11 +1,13 @@
 """Drive the native lab (lab/): build it, capture its vectors, run sweeps."""
+import contextlib
+import fcntl
 import json
 import os
 import pathlib
 import re
 import subprocess
 
-from zdinit import parse, progress, qemu, report
+from zdinit import lab_clear, parse, progress, qemu, report
 from zdinit.errors import ZdinitError
 
 LAB = pathlib.Path(__file__).resolve().parent.parent / "lab"
@@ -107,9 +109,14 @@ def capture_vectors(target, accel):
 
 # ---- sweeps ---------------------------------------------------------------
 
+def big_bytes(quick):
+    """The memmap size of the sweeps that fix one (1.6 GB: 100 GB's)."""
+    return (64 << 20) if quick else (1600 << 20)
+
+
 def sweeps(quick, nproc):
     sizes = "1M,16M" if quick else "1M,4M,16M,64M,256M,1600M"
-    big = "64M" if quick else "1600M"
+    big = f"{big_bytes(quick) >> 20}M"
     reps = "3" if quick else "5"
     threads = ",".join(str(t) for t in range(1, nproc + 1))
     return {
@@ -134,6 +141,19 @@ def best(runs, names):
     return min(ok, key=lambda r: r["median_ns"]) if ok else None
 
 
+def wins_from(points):
+    """points: (size, challenger ns, incumbent ns).  The smallest size from
+    which the challenger is faster at that size and every larger one, or
+    None."""
+    start = None
+    for size, challenger, incumbent in sorted(points):
+        if challenger < incumbent:
+            start = size if start is None else start
+        else:
+            start = None
+    return start
+
+
 def recommend(size_runs):
     """Best strategy per state at the largest size, and where streaming
     starts to beat every cached strategy."""
@@ -142,18 +162,16 @@ def recommend(size_runs):
         mine = [r for r in size_runs if r.get("state") == state]
         sizes = sorted({r["memmap_bytes"] for r in mine})
         winners = {}
-        crossover = None
+        points = []
         for size in sizes:
             at = [r for r in mine if r["memmap_bytes"] == size]
             s, c = best(at, STREAMING), best(at, CACHED)
             winners[size] = (s or c)["strategy"] if not (s and c) else (
                 s["strategy"] if s["median_ns"] < c["median_ns"] else c["strategy"])
-            if s and c and s["median_ns"] < c["median_ns"] and crossover is None:
-                crossover = size
-            elif s and c and s["median_ns"] >= c["median_ns"]:
-                crossover = None
+            if s and c:
+                points.append((size, s["median_ns"], c["median_ns"]))
         out[state] = {"best_at_largest": winners[sizes[-1]],
-                      "stream_wins_from_bytes": crossover,
+                      "stream_wins_from_bytes": wins_from(points),
                       "best_by_size": {str(k): v for k, v in winners.items()}}
     return out
 
@@ -174,9 +192,7 @@ def table(runs):
                      str(r["threads"]), f"{r['memmap_bytes'] / 2**20:.0f}M",
                      r["strategy"], f"{r['ns_per_page']:.2f}",
                      f"{r['gb_per_s']:.1f}", f"{r['of_floor']:.2f}"])
-    widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths))
-                     for row in rows)
+    return lab_clear.grid(rows)
 
 
 def plot(size_runs, path):
@@ -205,46 +221,87 @@ def plot(size_runs, path):
     plt.close(fig)
 
 
-def run(quick=False, out_root=report.RESULTS):
+@contextlib.contextmanager
+def one_run_at_a_time(root):
+    """Two labs at once would time each other (and share hugetlb pools)."""
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / ".lab.lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ZdinitError("another lab run is in progress "
+                              f"(lock {root / '.lab.lock'})") from None
+        yield
+
+
+def plot_or_warn(name, draw):
+    """A plot is a view of lab.json: never lose the run over it."""
+    try:
+        draw()
+    except Exception as exc:
+        first = (str(exc).splitlines() or [""])[0]
+        progress.say(f"warning: {name} not drawn: "
+                     f"{type(exc).__name__}: {first}")
+
+
+def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
     if not VECTORS.exists():
         raise ZdinitError(f"{VECTORS} missing: run 'python3 -m zdinit "
                           "capture-vectors'")
     feats = features()
     nproc = os.cpu_count() or 1
-    partial, final = report.new_results_dir(out_root)
-    all_runs = []
-    try:
-        for name, args in sweeps(quick, nproc).items():
-            progress.say(f"lab sweep '{name}'")
-            data = json.loads(zdlab(["bench", str(VECTORS)] + args))
-            for r in data["runs"]:
-                r.update(sweep=name, geometry=data["geometry"])
-            all_runs += data["runs"]
-        size_runs = [r for r in all_runs if r["sweep"] == "size"]
-        rec = recommend(size_runs)
-        threads = [r for r in all_runs if r["sweep"] == "threads"
-                   and "median_ns" in r]
-        results = {"cpu": feats["cpu"], "supported": feats["supported"],
-                   "quick": quick, "vectors": str(VECTORS.name),
-                   "kernel_stream_min_bytes": KERNEL_STREAM_MIN,
-                   "recommendation": rec, "runs": all_runs,
-                   "thread_scaling": thread_scaling(threads)}
-        (partial / "lab.json").write_text(json.dumps(results, indent=1) + "\n")
-        text = table(all_runs)
-        (partial / "lab.txt").write_text(text + "\n")
-        plot(size_runs, partial / "lab.png")
-    except BaseException:
-        report.mark_failed(partial)
-        raise
-    final = report.publish(partial, final)
-    lines = [text, "", f"CPU: {feats['cpu']['model']}; supported: "
-             + ", ".join(feats["supported"])]
+    # The memmap backing sweep maps big_bytes() of 2 MB hugetlb pages too.
+    need = lab_clear.hugetlb_need(quick)
+    need[2048] = max(need[2048], big_bytes(quick) // lab_clear.HUGE_2M)
+    with one_run_at_a_time(out_root), (
+            lab_clear.hugetlb_pool(need) if reserve_hugetlb
+            else contextlib.nullcontext({})) as added:
+        partial, final = report.new_results_dir(out_root)
+        all_runs = []
+        try:
+            for name, args in sweeps(quick, nproc).items():
+                progress.say(f"lab sweep '{name}'")
+                data = json.loads(zdlab(["bench", str(VECTORS)] + args))
+                for r in data["runs"]:
+                    r.update(sweep=name, geometry=data["geometry"])
+                all_runs += data["runs"]
+            clear = lab_clear.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
+                                  progress.say)
+            size_runs = [r for r in all_runs if r["sweep"] == "size"]
+            rec = recommend(size_runs)
+            threads = [r for r in all_runs if r["sweep"] == "threads"
+                       and "median_ns" in r]
+            results = {"cpu": feats["cpu"], "supported": feats["supported"],
+                       "clear_supported": feats["clear_supported"],
+                       "quick": quick, "vectors": str(VECTORS.name),
+                       "kernel_stream_min_bytes": KERNEL_STREAM_MIN,
+                       "recommendation": rec, "runs": all_runs,
+                       "thread_scaling": thread_scaling(threads),
+                       "hugetlb_pages_added": added, "clear": clear}
+            (partial / "lab.json").write_text(json.dumps(results, indent=1)
+                                              + "\n")
+            text = "\n\n".join([table(all_runs),
+                                 lab_clear.bench_table(clear["bench"]),
+                                 lab_clear.fault_table(clear["fault"])])
+            (partial / "lab.txt").write_text(text + "\n")
+        except BaseException:
+            report.mark_failed(partial)
+            raise
+        plot_or_warn("lab.png", lambda: plot(size_runs, partial / "lab.png"))
+        plot_or_warn("lab-clear.png", lambda: lab_clear.plot(
+            clear["bench"], clear["fault"], partial / "lab-clear.png"))
+        final = report.publish(partial, final)
+    lines = [text, "", f"CPU: {feats['cpu']['model']} (family "
+             f"{feats['cpu']['family']}, model {feats['cpu']['model_id']}); "
+             "supported: " + ", ".join(feats["supported"]),
+             "clearing methods: " + ", ".join(feats["clear_supported"])]
     for state, r in rec.items():
         lines.append(f"{state}: best at the largest size: "
                      f"{r['best_at_largest']}; streaming wins from "
-                     f"{fmt_bytes(r['stream_wins_from_bytes'])}")
+                     f"{lab_clear.fmt_opt(r['stream_wins_from_bytes'])}")
     lines.append(f"kernel auto rule streams altmap memmaps from "
-                 f"{fmt_bytes(KERNEL_STREAM_MIN)}")
+                 f"{lab_clear.fmt_opt(KERNEL_STREAM_MIN)}")
+    lines += lab_clear.summary_lines(clear["recommendation"])
     lines.append(f"results: {final}")
     return "\n".join(lines)
 
@@ -257,6 +314,3 @@ def thread_scaling(runs):
             out[name] = {str(t): round(v / by[1], 2) for t, v in sorted(by.items())}
     return out
 
-
-def fmt_bytes(n):
-    return "never (in the sizes measured)" if n is None else f"{n / 2**20:.0f} MiB"

@@ -51,6 +51,24 @@ class GuestRun:
     rc: int | None
     checks: list = dataclasses.field(default_factory=list)
 
+    def verify_problem(self):
+        """Why the kernel's memmap check does not count as a pass, or None.
+
+        It fails closed: no result, nothing compared, a struct page that
+        differs or one that could not be compared is a failure.
+        """
+        v = self.verify
+        if not v:
+            return "no memmap verification result"
+        if v.get("unchecked") is None:
+            return "the kernel does not report unchecked struct pages"
+        if v["mismatches"] or v["unchecked"]:
+            return (f"{v['mismatches']} struct pages differ from the slow "
+                    f"path, {v['unchecked']} could not be compared")
+        if not v["checked"]:
+            return "no struct page was compared"
+        return None
+
 
 def _labels(text):
     """'a=1 b= c=x' -> {'a': '1', 'b': '', 'c': 'x'}."""

@@ -59,10 +59,9 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
          cmdline=()):
     """Boot, stream the console into log_path, return the whole console.
 
-    cmdline: kernel parameters beyond the zdinit.KEY=VALUE ones (e.g.
-    preempt=none, hugepages=4).
-
-    The guest powers itself off; a guest that does not within timeout_s is
+    params become zdinit.KEY=VALUE for the guest scenario; cmdline holds
+    other kernel parameters, after the defaults so that they win.  The
+    guest powers itself off; a guest that does not within timeout_s is
     killed and reported with the tail of its console.
     """
     deps.require_tool(QEMU, "qemu-system-x86")

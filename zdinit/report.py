@@ -1,19 +1,34 @@
 """Write a run's results: terminal table, summary.md, results.json, plot."""
 import datetime
+import itertools
 import json
 import os
 import pathlib
+
+from zdinit import progress
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 
 
 def new_results_dir(root=RESULTS):
-    """A partial directory, made final by publish() once everything is in."""
+    """A partial directory, made final by publish() once everything is in.
+
+    Runs started in the same second (two caches, or bench and lab) get
+    distinct names: the partial directory is the claim on the name.
+    """
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    final = root / stamp
-    partial = root / f".{stamp}.partial"
-    (partial / "logs").mkdir(parents=True)
-    return partial, final
+    root.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        name = stamp if n == 1 else f"{stamp}-{n}"
+        final, partial = root / name, root / f".{name}.partial"
+        if final.exists() or (root / f"{name}-FAILED").exists():
+            continue
+        try:
+            partial.mkdir()
+        except FileExistsError:
+            continue
+        (partial / "logs").mkdir()
+        return partial, final
 
 
 def publish(partial, final):
@@ -102,6 +117,22 @@ def summary_md(results):
     ])
 
 
+def save_plot(draw, data, path):
+    """draw(data, path), or one warning line if it cannot: a plot only
+    shows results already written, and must never cost them."""
+    try:
+        draw(data, path)
+    except Exception as err:  # a missing matplotlib and any drawing bug alike
+        path.unlink(missing_ok=True)
+        why = (str(err).splitlines() or [""])[0]
+        hint = (" (install python3-matplotlib and run Debian's "
+                "/usr/bin/python3)" if isinstance(err, ImportError) else "")
+        progress.say(f"warning: {path.name} not drawn: "
+                     f"{type(err).__name__}: {why}{hint}")
+        return False
+    return True
+
+
 def plot(runs, path):
     """One panel per scenario: each kernel/strategy's samples and median."""
     import matplotlib
@@ -131,4 +162,4 @@ def write(results, directory):
                                             + "\n")
     (directory / "summary.md").write_text(summary_md(results))
     if results["runs"]:
-        plot(results["runs"], directory / "bench.png")
+        save_plot(plot, results["runs"], directory / "bench.png")

@@ -4,7 +4,7 @@ import os
 import shutil
 import subprocess
 
-from zdinit import build, cache, progress, source
+from zdinit import build, cache, cross, progress, source
 from zdinit.errors import ZdinitError
 
 # Both files the series adds are covered by existing MAINTAINERS entries
@@ -13,11 +13,13 @@ from zdinit.errors import ZdinitError
 CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 
 
-# Each series, by directory name: where it lives and the kconfig fragments
-# its patches are built with.  Each applies to the pristine tree on its own.
+# Each series, by directory name: where it lives, the kconfig fragments its
+# patches are built with, and whether cross.py builds (and boots) it for the
+# other architectures.  Each applies to the pristine tree on its own.
 SERIES = {
-    source.PATCHES.name: (source.PATCHES, ("zdinit",)),
-    source.CLEAR_PATCHES.name: (source.CLEAR_PATCHES, ("zdinit", "clear")),
+    source.PATCHES.name: (source.PATCHES, ("zdinit",), True),
+    source.CLEAR_PATCHES.name: (source.CLEAR_PATCHES, ("zdinit", "clear"),
+                                False),
 }
 
 
@@ -49,9 +51,15 @@ def check(name=source.PATCHES.name, build_each=True):
 
     After each patch: checkpatch, then an incremental build of the kernel
     and the project module, so every prefix of the series is bisectable.
-    Each series has its own scratch tree and build directory.
+    The build uses stock's configuration for that series (for the
+    ZONE_DEVICE one, ccache shares it with the base kernel: the series' test
+    options in configs/series.config change every object, so they are built
+    once, in the patched kernel).  Each series has its own scratch tree and
+    build directory.  Then, for a series that asks for it, the whole series
+    is built for the other architectures (cross.py).
+    Returns (per-patch results, cross-build lines).
     """
-    directory, fragments = SERIES[name]
+    directory, fragments, cross_build = SERIES[name]
     patches = source.series(directory)
     if not patches:
         raise ZdinitError(f"patches/{name}/series lists no patches")
@@ -70,4 +78,4 @@ def check(name=source.PATCHES.name, build_each=True):
             took = build.build_tree(scratch, tree, list(fragments),
                                     out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
-    return results
+    return results, cross.check(tree) if build_each and cross_build else []

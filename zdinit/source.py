@@ -17,6 +17,8 @@ CLEAR_PATCHES = PATCHES.with_name("linux-6.12-clear")
 # That series plus a deliberately broken folio_zero_user(), for the test
 # that the zero read-back check can fail.
 CLEAR_BROKEN_PATCHES = PATCHES.parent.parent / "tests" / "data" / "clear-broken"
+# Written last into a tree once it is complete; its text says what the
+# tree was made from, and a tree whose stamp does not match is made again.
 _STAMP = ".zdinit-ready"
 
 
@@ -28,12 +30,26 @@ def tarball():
     return pathlib.Path(found[-1])
 
 
+def _stamped(tree, identity):
+    stamp = tree / _STAMP
+    return stamp.exists() and stamp.read_text().strip() == identity
+
+
+def _tarball_identity(src):
+    """apt replaces the tarball in place for a new 6.12.y: name, size and
+    mtime tell the versions apart."""
+    st = src.stat()
+    return f"{src.name} {st.st_size} {st.st_mtime_ns}"
+
+
 def pristine_tree():
-    """Unpack the Debian tarball once; a half-unpacked tree is never used."""
+    """Unpack the Debian tarball once; a half-unpacked tree, or one from an
+    older tarball, is never used."""
     tree = cache.pristine_dir(PRISTINE)
-    if (tree / _STAMP).exists():
-        return tree
     src = tarball()
+    identity = _tarball_identity(src)
+    if _stamped(tree, identity):
+        return tree
     cache.require_free_space(tree.parent, 2 << 30, "the kernel source")
     tmp = tree.with_name(PRISTINE + ".unpacking")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -46,7 +62,7 @@ def pristine_tree():
         raise ZdinitError(f"{src} does not contain {PRISTINE}/Makefile")
     top.rename(tree)
     tmp.rmdir()
-    (tree / _STAMP).write_text(src.name + "\n")
+    (tree / _STAMP).write_text(identity + "\n")
     return tree
 
 
@@ -64,8 +80,10 @@ def series(directory=PATCHES):
     return paths
 
 
-def _digest(paths):
-    h = hashlib.sha256()
+def _digest(base, paths):
+    """What a variant tree is made of: the pristine tree's stamp and the
+    patches."""
+    h = hashlib.sha256((base / _STAMP).read_bytes())
     for path in paths:
         h.update(path.name.encode())
         h.update(path.read_bytes())
@@ -89,8 +107,13 @@ def clone_tree(name):
 
     GNU patch writes a new file and renames it over the old one, so
     patching the copy never changes the pristine tree behind the links.
+
+    The tree's old build directory goes first: a file the old tree had
+    patched is back to its pristine, older mtime in the copy, so make
+    would keep the objects built from the patched file.
     """
     base = pristine_tree()
+    shutil.rmtree(cache.build_dir(name), ignore_errors=True)
     tree = cache.src_dir(name)
     tmp = tree.with_name(tree.name + ".preparing")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -106,10 +129,9 @@ def variant_tree(name, patches):
     The copy is rebuilt whenever the series changes, and only replaces the
     old tree once every patch applied.
     """
-    digest = _digest(patches)
+    digest = _digest(pristine_tree(), patches)
     tree = cache.src_dir(name)
-    stamp = tree / _STAMP
-    if stamp.exists() and stamp.read_text().strip() == digest:
+    if _stamped(tree, digest):
         return tree
     tree, tmp = clone_tree(name)
     progress.say(f"applying {len(patches)} patches for '{name}'")
@@ -121,5 +143,5 @@ def variant_tree(name, patches):
         raise
     shutil.rmtree(tree, ignore_errors=True)
     os.rename(tmp, tree)
-    stamp.write_text(digest + "\n")
+    (tree / _STAMP).write_text(digest + "\n")
     return tree

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Command-line parsing, timing and summary helpers shared by the benches. */
+#ifndef ZDLAB_UTIL_H
+#define ZDLAB_UTIL_H
+
+#include <stddef.h>
+
+#define MAX_LIST	16
+
+/* One line on stderr, exit 2: the lab's only error path. */
+void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+/* Split a comma-separated list in place; at most MAX_LIST items. */
+int split(char *list, char **out);
+size_t parse_size(const char *text);
+int parse_int(const char *text, int lo, int hi, const char *what);
+int find_name(const char *const *names, int n, const char *name);
+
+double now_ns(void);
+/*
+ * This thread's CPU time: unlike now_ns() it stops while the thread is
+ * descheduled, so on a shared machine it shows what a time lost to other
+ * tasks (memory stalls still count: the thread is running).
+ */
+double cpu_ns(void);
+/* Sorts ns in place. */
+double median_of(double *ns, int reps);
+void print_samples(const double *ns, int reps);
+
+#endif

@@ -1,0 +1,81 @@
+"""One zdinit run at a time per cache: the second refuses in one line."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from zdinit import cache
+from zdinit.errors import ZdinitError
+
+HOLDER = """
+import sys
+from zdinit import cache
+with cache.lock("python3 -m zdinit build patched"):
+    print("locked", flush=True)
+    sys.stdin.read()
+"""
+
+
+@pytest.fixture
+def scratch_cache(tmp_path, monkeypatch):
+    path = tmp_path / "cache"
+    monkeypatch.setenv("ZDINIT_CACHE", str(path))
+    return path
+
+
+@pytest.fixture
+def holder(scratch_cache):
+    """Another process holding the cache lock, like a build in progress."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER], cwd=ROOT,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "locked\n"
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def run_zdinit(*args):
+    # No tools on PATH: a command that did not take the lock stops at its
+    # first step ("needs a Debian system") instead of doing any work.
+    return subprocess.run([sys.executable, "-m", "zdinit", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PATH="/nonexistent"))
+
+
+@pytest.mark.parametrize("args", [
+    ["setup"], ["build", "base"], ["check-series"],
+    ["bench", "--scenarios", "fsdax-dev", "--size", "1G", "--n", "1"],
+    ["selftest"], ["safety"], ["capture-vectors"],
+])
+def test_second_run_refuses_naming_the_holder(holder, scratch_cache, args):
+    proc = run_zdinit(*args)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert f"the cache {scratch_cache} is in use by PID {holder.pid} " \
+        "(python3 -m zdinit build patched, since " in lines[0]
+    assert sorted(p.name for p in scratch_cache.iterdir()) == ["lock"]
+
+
+def test_lab_does_not_take_the_cache_lock(holder):
+    """The lab builds in lab/ and never reads the cache."""
+    proc = run_zdinit("lab", "--quick")
+    assert "needs a Debian system" in proc.stderr
+    assert "in use by" not in proc.stderr
+
+
+def test_lock_is_free_once_its_holder_is_killed(holder, scratch_cache):
+    with pytest.raises(ZdinitError, match=f"in use by PID {holder.pid}"):
+        with cache.lock("second"):
+            pass
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    with cache.lock("third"):
+        assert (scratch_cache / "lock").read_text().startswith(
+            f"PID {os.getpid()} (third, since ")
+    assert (scratch_cache / "lock").read_text() == ""
