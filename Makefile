@@ -4,7 +4,7 @@
 PYTHON ?= /usr/bin/python3
 ZDINIT := $(PYTHON) -m zdinit
 
-.PHONY: setup bench test test-full test-unit lab selftest safety check-series clean
+.PHONY: setup bench bench-clear test test-full test-unit lab selftest safety check-series clean
 
 setup:
 	$(ZDINIT) setup
@@ -20,12 +20,20 @@ test: setup
 	$(PYTHON) -m pytest -v tests
 
 # Everything in 'test' plus the tracepoint-guard and KASAN/lockdep/kmemleak
-# kernels (two more kernel builds, about 20 minutes on 2 cores).
+# kernels (two more kernel builds, about 20 minutes on 2 cores), and for
+# the clear series the kernel's hugetlb/THP selftests against stock 6.12
+# and the zero read-back on its KASAN/lockdep kernel (one more build).
 test-full: test
 	$(ZDINIT) safety --full
+	$(ZDINIT) clear-check --size 1G --selftests
+	$(ZDINIT) clear-check --size 1G --kernel clear-debug
 
 test-unit: setup
 	$(PYTHON) -m pytest -v -m "not e2e" tests
+
+# Huge-page clearing (issue 9): stock 6.12 vs the linux-6.12-clear series.
+bench-clear: setup
+	$(ZDINIT) clear
 
 # LAB_ARGS=--reserve-hugetlb lets the clearing sweep grow the hugetlb pools.
 lab: setup

@@ -71,13 +71,14 @@ rotated() {
 	echo "$@"
 }
 
-# Run "$@" once per strategy per round, the strategy already selected and
+# Run "$@" once per strategy per round, the strategy already selected (by
+# $SET_METHOD, set_strategy unless a scenario family sets its own) and
 # named by $strategy, the round by $round.
 each_round() {
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
 		for strategy in $(rotated $round); do
-			set_strategy "$strategy"
+			${SET_METHOD:-set_strategy} "$strategy"
 			"$@"
 		done
 		round=$((round + 1))
@@ -416,7 +417,11 @@ if [ "$VERIFY" = 1 ]; then
 	[ -w $KNOBS/verify ] || fail "kernel has no $KNOBS/verify"
 	echo 1 > $KNOBS/verify
 fi
+. /zdinit/clear.sh
 case "$SCENARIO" in
+clear) clear_bench ;;
+clear-zero) clear_zero ;;
+clear-selftests) clear_selftests ;;
 fsdax-dev) bind_and_rebind fsdax dev "" ;;
 fsdax-mem) bind_and_rebind fsdax mem "" ;;
 devdax-dev)

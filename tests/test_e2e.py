@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import build, initramfs, qemu, scenarios
+from zdinit import build, clear, initramfs, qemu, scenarios
 from zdinit.errors import ZdinitError
 
 pytestmark = pytest.mark.e2e
@@ -25,12 +25,14 @@ def zdinit(*args, timeout=3600):
 
 
 def test_every_patch_applies_passes_checkpatch_and_builds():
+    """Both series, each on the pristine tree, every prefix built."""
     out = zdinit("check-series").stdout
-    series = (ROOT / "patches/linux-6.12/series").read_text().split()
-    for name in series:
-        assert f"{name}: applies, checkpatch clean, built in" in out
-    # The whole series on two more architectures; arm64 runs the KUnit
-    # suite, DEVICE_PRIVATE ranges included.
+    for directory in ("linux-6.12", "linux-6.12-clear"):
+        series = (ROOT / "patches" / directory / "series").read_text().split()
+        for name in series:
+            assert f"{directory}/{name}: applies, checkpatch clean, built in" in out
+    # The ZONE_DEVICE series on two more architectures; arm64 runs the
+    # KUnit suite, DEVICE_PRIVATE ranges included.
     assert "i386: built bzImage" in out
     assert "arm64: built Image; KUnit zone_device_memmap: Testing complete" in out
     assert "failed: 0" in out.split("arm64: built Image")[1].splitlines()[0]
@@ -150,3 +152,34 @@ def test_safety_checks_pass_on_both_kernels():
     assert used == {"slow", "template", "stream"}
     verified = [r for r in rows if r["check"] == "odd-geometry memmap = slow path"]
     assert verified and verified[0]["raw"]["checked"] > 0
+
+
+def test_cleared_huge_pages_read_back_zero():
+    """2M THP and 1G hugetlb pages, cached and streaming clear, preempt=none
+    and preempt=full: fill, free, re-fault, every byte zero."""
+    out = zdinit("clear-check", "--size", "1G", "--rounds", "2").stdout
+    for preempt in ("none", "full"):
+        for page in ("2M", "1G"):
+            for method in ("cached", "stream"):
+                assert (f"clear-zero clear preempt={preempt} {page} {method}: "
+                        f"2 rounds of {G} bytes read back zero") in out, out
+
+
+def test_zero_check_catches_a_broken_clear():
+    """The same check on a kernel that skips one page of the neighbourhood."""
+    spec = scenarios.plan_clear(["2M"], "64M", preempt=["none"])
+    with pytest.raises(ZdinitError, match="non-zero words in 2M pages"):
+        clear.check_zero(spec, 2, kernel="clear-broken")
+
+
+def test_clear_bench_covers_both_kernels_and_methods():
+    zdinit("clear", "--size", "1G", "--loops", "2", "--rounds", "1",
+           "--preempt", "none")
+    results = json.loads((ROOT / "results/latest/results.json").read_text())
+    seen = {(r["page"], r["kernel"], r["method"]) for r in results["runs"]}
+    for page in ("2M", "1G"):
+        assert {(page, "clear-base", "default"), (page, "clear", "cached"),
+                (page, "clear", "stream")} <= seen
+    for r in results["runs"]:
+        assert r["n"] == 2 and r["median_gbps"] > 0 and r["max_wait_ms"] > 0
+        assert (r["kernel"] == "clear-base") == ("vs_base" not in r)

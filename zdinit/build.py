@@ -11,14 +11,20 @@ from zdinit.errors import ZdinitError
 
 MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
 
-# A variant is a kconfig fragment list plus whether the series is applied.
+# A variant is a kconfig fragment list plus the series applied (None: none).
 VARIANTS = {
-    "base": (["zdinit"], False),
-    "patched": (["zdinit", "series"], True),
+    "base": (["zdinit"], None),
+    "patched": (["zdinit", "series"], source.PATCHES),
     # The series with the page_ref tracepoints, for the tracepoint guard.
-    "trace": (["zdinit", "trace", "series"], True),
+    "trace": (["zdinit", "trace", "series"], source.PATCHES),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
-    "debug": (["zdinit", "debug", "series"], True),
+    "debug": (["zdinit", "debug", "series"], source.PATCHES),
+    # Huge-page clearing: stock 6.12 and the clear series, same config.
+    "clear-base": (["zdinit", "clear"], None),
+    "clear": (["zdinit", "clear"], source.CLEAR_PATCHES),
+    "clear-broken": (["zdinit", "clear"], source.CLEAR_BROKEN_PATCHES),
+    # The clear series under KASAN, lockdep, DEBUG_VM and kmemleak.
+    "clear-debug": (["zdinit", "clear", "debug"], source.CLEAR_PATCHES),
 }
 
 
@@ -148,11 +154,11 @@ def build_tree(name, tree, fragments, out=None):
 def build(variant):
     if variant not in VARIANTS:
         raise ValueError(variant)
-    fragments, patched = VARIANTS[variant]
+    fragments, series_dir = VARIANTS[variant]
     deps.require_tool("ccache", "ccache")
-    patches = source.series() if patched else []
-    if patched and not patches:
-        raise ZdinitError("variant 'patched' needs patches/linux-6.12/series")
+    patches = source.series(series_dir) if series_dir else []
+    if series_dir and not patches:
+        raise ZdinitError(f"variant '{variant}' needs {series_dir}/series")
     tree = source.variant_tree(variant, patches)
     return build_tree(variant, tree, fragments)
 

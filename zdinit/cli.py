@@ -9,8 +9,9 @@ import shlex
 import signal
 import sys
 
-from zdinit import (bench, build, cache, deps, initramfs, lab, progress, qemu,
-                    report, safety, scenarios, selftest, series, source)
+from zdinit import (bench, build, cache, clear, deps, initramfs, lab,
+                    progress, qemu, report, safety, scenarios, selftest,
+                    series, source)
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
@@ -86,14 +87,16 @@ def cmd_build(args):
 def cmd_check_series(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        results, other_arches = series.check(build_each=not args.no_build)
-        for result in results:
-            built = (f", built in {result.build_s:.0f}s" if result.build_s
-                     else "")
-            print(f"{result.patch}: applies, checkpatch "
-                  f"{result.checkpatch}{built}")
-        for line in other_arches:
-            print(line)
+        for name in args.series:
+            results, other_arches = series.check(name,
+                                                 build_each=not args.no_build)
+            for result in results:
+                built = (f", built in {result.build_s:.0f}s" if result.build_s
+                         else "")
+                print(f"{name}/{result.patch}: applies, checkpatch "
+                      f"{result.checkpatch}{built}")
+            for line in other_arches:
+                print(line)
 
 
 def validate_bench(args):
@@ -131,6 +134,37 @@ def cmd_bench(args):
     print(f"\nresults: {final} (results/latest)")
 
 
+def clear_spec(args):
+    """The clear family's options, checked; the host must back the guest."""
+    if not 1 <= args.rounds <= 100:
+        raise UsageError("--rounds must be 1..100")
+    spec = scenarios.plan_clear(args.pages, args.size,
+                                getattr(args, "loops", None), args.preempt)
+    clear.check_resources(spec)
+    return spec
+
+
+def cmd_clear(args):
+    spec = clear_spec(args)
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        final, runs = clear.run_bench(spec, args.rounds, args.kernels,
+                                      args.command_line)
+    print(clear.text_table(runs))
+    print(f"\nresults: {final} (results/latest)")
+
+
+def cmd_clear_check(args):
+    spec = clear_spec(args)
+    with cache.lock(args.command_line):
+        deps.ensure_packages()
+        lines = clear.check_zero(spec, args.rounds, args.kernel)
+        if args.selftests:
+            lines += clear.check_selftests(spec.preempt)
+    for line in lines:
+        print(line)
+
+
 def cmd_selftest(args):
     specs = selftest.altmap_specs(args.size)
     with cache.lock(args.command_line):
@@ -163,6 +197,20 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"zdinit: error: {message} (see '{self.prog} --help')\n")
 
 
+def add_clear_options(p, size):
+    p.add_argument("--pages", default=",".join(scenarios.CLEAR.default_pages),
+                   type=comma_list("page size", tuple(scenarios.CLEAR_PAGES)),
+                   help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES))
+    p.add_argument("--size", default=size, help="bytes mapped per page size "
+                   f"(default {size or scenarios.CLEAR.default_size >> 30}"
+                   f"{'' if size else 'G'})")
+    p.add_argument("--preempt",
+                   default=",".join(scenarios.CLEAR.default_preempt),
+                   type=comma_list("preemption model", scenarios.PREEMPT_MODELS),
+                   help="comma list of: " + ", ".join(scenarios.PREEMPT_MODELS))
+    return p
+
+
 def parser():
     p = OneLineParser(
         prog="python3 -m zdinit",
@@ -182,6 +230,10 @@ def parser():
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
                        "--strict it and build it")
     c.add_argument("--no-build", action="store_true")
+    c.add_argument("--series", default=",".join(series.SERIES),
+                   type=comma_list("series", tuple(series.SERIES)),
+                   help="comma list of: " + ", ".join(series.SERIES)
+                   + " (default: all)")
     c.set_defaults(func=cmd_check_series)
 
     r = sub.add_parser("bench", help="rebind ZONE_DEVICE ranges in QEMU and "
@@ -222,6 +274,32 @@ def parser():
     sf.add_argument("--full", action="store_true",
                     help="add the tracepoint and KASAN/lockdep kernels")
     sf.set_defaults(func=cmd_safety)
+
+    cb = add_clear_options(sub.add_parser(
+        "clear", help="demand-fault huge pages in QEMU, stock 6.12 vs the "
+        "clear series: GB/s and the wait of a task on the same CPU"), None)
+    cb.add_argument("--loops", type=int, help="timed mappings per method "
+                    f"(default {scenarios.CLEAR.default_loops})")
+    cb.add_argument("--kernels", default=",".join(clear.KERNELS),
+                    type=comma_list("kernel", clear.KERNELS),
+                    help="comma list of: " + ", ".join(clear.KERNELS))
+    cb.add_argument("--rounds", type=int, default=2,
+                    help="boots per kernel and model, alternating (default 2)")
+    cb.set_defaults(func=cmd_clear)
+    cc = add_clear_options(sub.add_parser(
+        "clear-check", help="every huge page the clear kernel hands out "
+        "reads back zero, for each method and preemption model"), "1G")
+    cc.add_argument("--rounds", type=int, default=2,
+                    help="fill, free, re-fault rounds per check (default 2)")
+    cc.add_argument("--kernel", default="clear",
+                    type=functools.partial(one_of, "kernel",
+                                           clear.CHECK_KERNELS),
+                    help="kernel for the zero read-back: "
+                    + ", ".join(clear.CHECK_KERNELS))
+    cc.add_argument("--selftests", action="store_true",
+                    help="also the kernel's hugetlb/THP selftests, stock "
+                    "6.12 vs the series (about 3 minutes a boot under TCG)")
+    cc.set_defaults(func=cmd_clear_check)
 
     lb = sub.add_parser("lab", help="native store-pattern benchmark")
     lb.add_argument("--quick", action="store_true",

@@ -43,6 +43,12 @@ SELFTESTS = {
     "hmm-tests": ["hmm-tests.c"],
     "gup_test": ["gup_test.c", "vm_util.c"],
 }
+# Its hugetlb and THP selftests that run in the guest (guest/clear.sh).
+HUGE_SELFTESTS = ("map_hugetlb", "hugepage-mmap", "hugepage-mremap",
+                  "hugetlb-madvise", "hugetlb_fault_after_madv",
+                  "split_huge_page_test", "cow")
+SELFTESTS.update({name: [f"{name}.c", "vm_util.c", "thp_settings.c"]
+                  for name in HUGE_SELFTESTS})
 
 
 def add_kernel_selftests(kernel, root):
@@ -59,16 +65,37 @@ def add_kernel_selftests(kernel, root):
     if headers.returncode:
         raise ZdinitError(f"make headers failed: {headers.stderr.strip()[-300:]}")
     mm = tree / "tools/testing/selftests/mm"
+    # cow.c includes the local_config.h the selftests' Makefile generates;
+    # an empty one means built without liburing.
+    local_config = root.parent / "selftests-config"
+    local_config.mkdir(exist_ok=True)
+    (local_config / "local_config.h").write_text("")
     for binary, sources in SELFTESTS.items():
         proc = subprocess.run(
             ["gcc", "-static", "-O2", "-isystem", str(kernel.out / "usr/include"),
-             f"-I{tree}/tools/testing/selftests", f"-I{tree}",
+             f"-I{tree}/tools/testing/selftests", f"-I{tree}", f"-I{local_config}",
              "-o", str(root / "zdinit" / binary)]
             + [str(mm / src) for src in sources] + ["-lpthread"],
             capture_output=True, text=True)
         if proc.returncode:
             raise ZdinitError(f"building the kernel's {binary} failed: "
                               f"{proc.stderr.strip()[-300:]}")
+
+
+# Scripts the guest runs (scenario.sh sources the others) and the guest's
+# C tools, from guest/<tool>.c with the libraries each links.
+GUEST_SCRIPTS = ("scenario.sh", "clear.sh")
+GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"]}
+
+
+def build_guest_tool(tool, libs, dest):
+    """Static, so it needs no libraries in the guest."""
+    proc = subprocess.run(["gcc", "-static", "-O2", "-Wall", "-o", str(dest),
+                           str(GUEST / f"{tool}.c")] + libs,
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise ZdinitError(f"building guest/{tool}.c failed: "
+                          f"{proc.stderr.strip()[-300:]}")
 
 
 def build(kernel, dest):
@@ -87,16 +114,11 @@ def build(kernel, dest):
             for lib in shared_libraries(binaries[name]):
                 _copy(lib, root)
         shutil.copy2(GUEST / "init", root / "init")
-        shutil.copy2(GUEST / "scenario.sh", root / "zdinit/scenario.sh")
+        for script in GUEST_SCRIPTS:
+            shutil.copy2(GUEST / script, root / "zdinit" / script)
         shutil.copy2(kernel.module, root / "zdinit/zd_memremap.ko")
-        # Static, so it needs no libraries in the guest.
-        proc = subprocess.run(["gcc", "-static", "-O2", "-o",
-                               str(root / "zdinit/zdcheck"),
-                               str(GUEST / "zdcheck.c")],
-                              capture_output=True, text=True)
-        if proc.returncode:
-            raise ZdinitError(f"building guest/zdcheck.c failed: "
-                              f"{proc.stderr.strip()[-300:]}")
+        for tool, libs in GUEST_TOOLS.items():
+            build_guest_tool(tool, libs, root / "zdinit" / tool)
         add_kernel_selftests(kernel, root)
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)

@@ -52,12 +52,16 @@ def _fmt_ms(v):
     return "-" if v is None else f"{v:.2f}"
 
 
+def ratio_text(vs):
+    """A stats.speedup() result as '1.23x [1.10-1.40]', '-' when absent."""
+    return "-" if not vs else (f"{vs['speedup']:.2f}x "
+                               f"[{vs['ci95'][0]:.2f}-{vs['ci95'][1]:.2f}]")
+
+
 def rows(runs):
     out = []
     for r in runs:
-        vs = r.get("vs_base")
-        ratio = "-" if not vs else (f"{vs['speedup']:.2f}x "
-                                     f"[{vs['ci95'][0]:.2f}-{vs['ci95'][1]:.2f}]")
+        ratio = ratio_text(r.get("vs_base"))
         strategy = r["strategy"]
         if r.get("resolved") and r["resolved"] != [strategy]:
             strategy += "->" + "/".join(r["resolved"])
@@ -74,8 +78,8 @@ HEADER = ["scenario", "kernel", "strategy", "pages", "first ms", "median ms",
           "p10", "p90", "min", "max", "N", "speedup vs base [95% CI]"]
 
 
-def text_table(runs):
-    table = [HEADER] + rows(runs)
+def text_table(runs, header=HEADER, make_rows=rows):
+    table = [header] + make_rows(runs)
     widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
              for row in table]
@@ -83,10 +87,10 @@ def text_table(runs):
     return "\n".join(lines)
 
 
-def markdown_table(runs):
-    lines = ["| " + " | ".join(HEADER) + " |",
-             "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows(runs)]
+def markdown_table(runs, header=HEADER, make_rows=rows):
+    lines = ["| " + " | ".join(header) + " |",
+             "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in make_rows(runs)]
     return "\n".join(lines)
 
 

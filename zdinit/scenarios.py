@@ -132,3 +132,77 @@ def expected_written(spec, pages, align):
             and ALIGNS[align] >= 2 * MiB:
         return pages // (ALIGNS[align] // PAGE) * REUSE_PAGES
     return pages
+
+
+# The clear family (issue 9): demand-fault clearing of huge pages in the
+# guest, declared like the memmap scenarios but run by zdinit/clear.py.
+CLEAR_PAGES = {"2M": 2 * MiB, "1G": GiB}
+PREEMPT_MODELS = ("none", "voluntary", "full")
+CLEAR_GUEST_OVERHEAD = 1536 * MiB   # kernel, initramfs, page tables, slack
+# Boot-time 1G pages must be 1G-aligned and free when reserved: QEMU loads
+# the kernel in the first GiB and the initramfs just below 2 GiB, and early
+# allocations fill the top GiB, so those GiBs cannot hold one.
+CLEAR_GIGANTIC_SLACK = 3 * GiB
+
+
+@dataclasses.dataclass(frozen=True)
+class ClearFamily:
+    name: str
+    default_size: int
+    default_loops: int
+    default_pages: tuple
+    default_preempt: tuple
+    what: str
+
+
+CLEAR = ClearFamily(
+    "clear", 8 * GiB, 5, ("2M", "1G"), ("none", "full"),
+    "demand-fault a mapping of 2M THP / 1G hugetlb pages, one write per "
+    "page, like 'perf bench mem mmap -f demand'; GB/s per loop, and the "
+    "longest wait of a second task on the same CPU")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClearSpec:
+    pages: tuple
+    size: int
+    loops: int
+    preempt: tuple
+
+    def gigantic_pages(self):
+        """1G hugetlb pages the guest reserves at boot (0 without 1G)."""
+        return self.size // GiB if "1G" in self.pages else 0
+
+    def guest_ram_mb(self):
+        # The 1G pool is given back before the THP run: one size's worth.
+        slack = CLEAR_GIGANTIC_SLACK if self.gigantic_pages() else 0
+        return (self.size + CLEAR_GUEST_OVERHEAD + slack) // MiB
+
+    def cmdline(self, preempt):
+        args = [f"preempt={preempt}"]
+        if self.gigantic_pages():
+            args += ["hugepagesz=1G", f"hugepages={self.gigantic_pages()}"]
+        return args
+
+
+def plan_clear(pages=None, size=None, loops=None, preempt=None):
+    """Validate the clear family's options; one line per refusal."""
+    pages = tuple(pages or CLEAR.default_pages)
+    preempt = tuple(preempt or CLEAR.default_preempt)
+    for page in pages:
+        if page not in CLEAR_PAGES:
+            raise UsageError(f"page size '{page}' cannot be given by the "
+                             f"guest; choose from " + ", ".join(CLEAR_PAGES))
+    for model in preempt:
+        if model not in PREEMPT_MODELS:
+            raise UsageError(f"unknown preemption model '{model}'; choose "
+                             f"from " + ", ".join(PREEMPT_MODELS))
+    sz = parse_size(size) if isinstance(size, str) else (size or CLEAR.default_size)
+    largest = max(CLEAR_PAGES[p] for p in pages)
+    if sz < largest or sz % largest or sz > MAX_SIZE:
+        raise UsageError(f"clear: size {sz} must be a non-zero multiple of "
+                         f"the largest page size ({max(pages, key=CLEAR_PAGES.get)})")
+    count = CLEAR.default_loops if loops is None else loops
+    if not 1 <= count <= MAX_N:
+        raise UsageError(f"--loops must be 1..{MAX_N}, not {count}")
+    return ClearSpec(pages, sz, count, preempt)

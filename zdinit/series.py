@@ -13,6 +13,16 @@ from zdinit.errors import ZdinitError
 CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 
 
+# Each series, by directory name: where it lives, the kconfig fragments its
+# patches are built with, and whether cross.py builds (and boots) it for the
+# other architectures.  Each applies to the pristine tree on its own.
+SERIES = {
+    source.PATCHES.name: (source.PATCHES, ("zdinit",), True),
+    source.CLEAR_PATCHES.name: (source.CLEAR_PATCHES, ("zdinit", "clear"),
+                                False),
+}
+
+
 @dataclasses.dataclass
 class PatchResult:
     patch: str
@@ -36,24 +46,28 @@ def checkpatch(tree, patch):
     return "clean"
 
 
-def check(fragments=("zdinit",), build_each=True):
-    """Apply the series one patch at a time to a scratch tree.
+def check(name=source.PATCHES.name, build_each=True):
+    """Apply series 'name' one patch at a time to a scratch tree.
 
     After each patch: checkpatch, then an incremental build of the kernel
     and the project module, so every prefix of the series is bisectable.
-    The build uses stock's configuration, which ccache shares with the base
-    kernel: the series' test options (configs/series.config) change every
-    object, so they are built once, in the patched kernel.  Then the whole
-    series is built for the other architectures (cross.py).
+    The build uses stock's configuration for that series (for the
+    ZONE_DEVICE one, ccache shares it with the base kernel: the series' test
+    options in configs/series.config change every object, so they are built
+    once, in the patched kernel).  Each series has its own scratch tree and
+    build directory.  Then, for a series that asks for it, the whole series
+    is built for the other architectures (cross.py).
     Returns (per-patch results, cross-build lines).
     """
-    patches = source.series()
+    directory, fragments, cross_build = SERIES[name]
+    patches = source.series(directory)
     if not patches:
-        raise ZdinitError("patches/linux-6.12/series lists no patches")
-    tree, tmp = source.clone_tree("bisect")
+        raise ZdinitError(f"patches/{name}/series lists no patches")
+    scratch = f"bisect-{name}"
+    tree, tmp = source.clone_tree(scratch)
     shutil.rmtree(tree, ignore_errors=True)
     os.rename(tmp, tree)
-    out = cache.build_dir("bisect")
+    out = cache.build_dir(scratch)
     results = []
     for i, patch in enumerate(patches, 1):
         progress.say(f"series {i}/{len(patches)}: {patch.name}")
@@ -61,7 +75,7 @@ def check(fragments=("zdinit",), build_each=True):
         verdict = checkpatch(tree, patch)
         took = 0.0
         if build_each:
-            took = build.build_tree("bisect", tree, list(fragments),
+            took = build.build_tree(scratch, tree, list(fragments),
                                     out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
-    return results, cross.check(tree) if build_each else []
+    return results, cross.check(tree) if build_each and cross_build else []

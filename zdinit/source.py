@@ -12,6 +12,11 @@ from zdinit.errors import ZdinitError
 TARBALL_GLOB = "/usr/src/linux-source-6.12.tar.*"
 PRISTINE = "linux-source-6.12"
 PATCHES = pathlib.Path(__file__).resolve().parent.parent / "patches" / "linux-6.12"
+# The huge-page clearing series (issue 9): applies to the pristine tree alone.
+CLEAR_PATCHES = PATCHES.with_name("linux-6.12-clear")
+# That series plus a deliberately broken folio_zero_user(), for the test
+# that the zero read-back check can fail.
+CLEAR_BROKEN_PATCHES = PATCHES.parent.parent / "tests" / "data" / "clear-broken"
 # Written last into a tree once it is complete; its text says what the
 # tree was made from, and a tree whose stamp does not match is made again.
 _STAMP = ".zdinit-ready"

@@ -1,0 +1,181 @@
+"""The clear family's host side and guest tool, without a kernel build."""
+import subprocess
+
+import pytest
+
+from conftest import DATA, ROOT
+from test_cli_errors import run_zdinit
+from zdinit import bench, clear, initramfs, scenarios
+from zdinit.errors import UsageError, ZdinitError
+
+G = 1 << 30
+M = 1 << 20
+
+
+@pytest.mark.parametrize("args,message", [
+    (["clear", "--pages", "4K"], "unknown page size '4K'; choose from 2M, 1G"),
+    (["clear", "--pages", "2M,16M"], "unknown page size '16M'"),
+    (["clear", "--size", "3M", "--pages", "2M"], "non-zero multiple of the largest page size (2M)"),
+    (["clear", "--size", "3G", "--pages", "2M,1G", "--loops", "0"], "--loops must be 1..1000"),
+    (["clear", "--size", "1536M"], "multiple of the largest page size (1G)"),
+    (["clear", "--preempt", "none,lazy"], "unknown preemption model 'lazy'"),
+    (["clear", "--pages", "2M,2M"], "page size '2M' given twice"),
+    (["clear", "--kernels", "clear,patched"], "unknown kernel 'patched'"),
+    (["clear", "--rounds", "0"], "--rounds must be 1..100"),
+    (["clear-check", "--pages", "512K"], "unknown page size '512K'"),
+    (["clear-check", "--kernel", "clear-base"], "unknown kernel 'clear-base'"),
+    (["check-series", "--series", "linux-6.13"], "unknown series 'linux-6.13'"),
+])
+def test_clear_usage_errors(tmp_path, args, message):
+    proc = run_zdinit(tmp_path, *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+
+
+def test_size_beyond_host_memory_is_refused_before_any_boot(tmp_path):
+    """The guest needs the size plus its overhead: 1T never fits here."""
+    proc = run_zdinit(tmp_path, "clear", "--size", "1T")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "use a smaller --size" in lines[0], proc.stderr
+
+
+def test_plan_defaults_and_kernel_command_line():
+    spec = scenarios.plan_clear()
+    assert spec.pages == ("2M", "1G") and spec.size == 8 * G
+    assert spec.preempt == ("none", "full") and spec.loops == 5
+    assert spec.cmdline("none") == ["preempt=none", "hugepagesz=1G",
+                                    "hugepages=8"]
+    assert scenarios.plan_clear(["2M"], "64M").cmdline("full") == ["preempt=full"]
+    # The 1G pool is released before the THP run: one size of RAM.
+    assert spec.guest_ram_mb() == (8 * G + scenarios.CLEAR_GUEST_OVERHEAD
+                                   + scenarios.CLEAR_GIGANTIC_SLACK) // M
+    assert scenarios.plan_clear(["2M"], "2G").guest_ram_mb() == \
+        (2 * G + scenarios.CLEAR_GUEST_OVERHEAD) // M
+    with pytest.raises(UsageError):
+        scenarios.plan_clear(["1G"], "1G", preempt=["rt"])
+
+
+def test_one_g_pages_need_the_cpu_flag_under_kvm(monkeypatch):
+    monkeypatch.setattr(clear, "host_has_1g_pages", lambda: False)
+    monkeypatch.setattr(clear.build, "build", lambda v: type("K", (), {
+        "variant": v, "out": ROOT})())
+    monkeypatch.setattr(clear.initramfs, "build", lambda k, d: d)
+    monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("kvm", "test"))
+    with pytest.raises(ZdinitError, match="no pdpe1gb"):
+        clear.prepare(scenarios.plan_clear(["1G"], "1G"), ["clear"])
+    monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("tcg", "test"))
+    targets, accel, _ = clear.prepare(scenarios.plan_clear(["1G"], "1G"),
+                                      ["clear"])
+    assert accel == "tcg" and targets[0].strategies == ("cached", "stream")
+
+
+def test_parse_a_real_guest_log():
+    run = clear.parse_run((DATA / "clear-patched.log").read_text())
+    assert run.rule["stream"] in ("Y", "N") and int(run.rule["stream_min_kb"]) > 0
+    pages = {r["page"] for r in run.bench}
+    methods = {r["method"] for r in run.bench}
+    assert pages == {"2M", "1G"} and methods == {"cached", "stream"}
+    assert all(int(r["ns"]) > 0 for r in run.bench)
+    assert {(r["page"], r["method"]) for r in run.latency} == \
+        {(p, m) for p in pages for m in methods}
+
+
+def test_runs_table_speedup_is_rate_over_rate():
+    spec = scenarios.plan_clear(["2M"], "64M", loops=3)
+    samples = {
+        ("2M", "none", "clear-base", "default"): {
+            "gbps": [1.0, 1.0, 1.0], "latency": [], "rule": None},
+        ("2M", "none", "clear", "stream"): {
+            "gbps": [2.0, 2.0, 2.0],
+            "latency": [{"fault_ns": 9_000_000, "max_wait_ns": 3_000_000}],
+            "rule": None},
+    }
+    runs = {r["kernel"]: r for r in clear.runs_table(samples, spec)}
+    assert runs["clear"]["vs_base"]["speedup"] == pytest.approx(2.0)
+    assert runs["clear"]["median_gbps"] == 2.0
+    assert runs["clear"]["max_wait_ms"] == 3.0
+    # 9 ms for 64 MiB: 4.5 ms per 32 MiB batch.
+    assert runs["clear"]["per_batch_ms"] == pytest.approx(4.5)
+    assert "vs_base" not in runs["clear-base"]
+    table = clear.text_table(list(runs.values()))
+    assert "2.00x" in table and "3.0" in table
+
+
+def test_a_boot_with_missing_results_is_an_error():
+    spec = scenarios.plan_clear(["2M", "1G"], "1G", loops=2)
+    run = clear.ClearRun(bench=[{"page": "2M", "method": "cached",
+                                 "bytes": "1", "ns": "1"}],
+                         latency=[], zero=[], rule=None)
+    with pytest.raises(ZdinitError, match="1 bench results, expected 8"):
+        clear.collect({}, spec, run, "clear", "none", 2, "test")
+
+
+@pytest.fixture(scope="module")
+def zdclear(tmp_path_factory):
+    path = tmp_path_factory.mktemp("zdclear") / "zdclear"
+    initramfs.build_guest_tool("zdclear", initramfs.GUEST_TOOLS["zdclear"], path)
+    return path
+
+
+def run_tool(path, *args):
+    return subprocess.run([str(path), *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_zdclear_reads_back_zero_pages_natively(zdclear):
+    """The host kernel's THP pages: fill, free, re-fault, all zero."""
+    proc = run_tool(zdclear, "zero", "2M", str(8 * M), "2")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == f"zdclear: zero page=2M bytes={8 * M} rounds=2 bad=0"
+
+
+def test_zdclear_bench_and_latency_lines(zdclear):
+    proc = run_tool(zdclear, "bench", "2M", str(8 * M))
+    assert proc.returncode == 0 and proc.stdout.startswith(
+        f"zdclear: bench page=2M bytes={8 * M} ns="), proc.stderr
+    proc = run_tool(zdclear, "latency", "2M", str(4 * M))
+    assert proc.returncode == 0 and "max_wait_ns=" in proc.stdout, proc.stderr
+
+
+@pytest.mark.parametrize("args", [["zero", "4K", "4096", "1"],
+                                  ["bench", "2M", "3000000"],
+                                  ["bench", "1G", "0"], ["nope", "2M", "2097152"]])
+def test_zdclear_usage_errors(zdclear, args):
+    proc = run_tool(zdclear, *args)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_guest_scripts_are_valid_shell():
+    for script in initramfs.GUEST_SCRIPTS:
+        proc = subprocess.run(["sh", "-n", str(ROOT / "guest" / script)],
+                              capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+
+
+def test_memory_check_uses_the_guest_size(monkeypatch):
+    monkeypatch.setattr(bench, "mem_available", lambda: 6 * G)
+    clear.check_resources(scenarios.plan_clear(["2M"], "2G"))
+    with pytest.raises(ZdinitError, match="use a smaller --size"):
+        clear.check_resources(scenarios.plan_clear(["2M"], "4G"))
+
+
+def test_broken_series_is_the_clear_series_plus_one_test_patch():
+    from zdinit import source
+    clear_series = source.series(source.CLEAR_PATCHES)
+    broken = source.series(source.CLEAR_BROKEN_PATCHES)
+    assert [p.name for p in broken[:-1]] == [p.name for p in clear_series]
+    assert [p.read_bytes() for p in broken[:-1]] == \
+        [p.read_bytes() for p in clear_series]
+    assert "TEST ONLY" in broken[-1].read_text()
+
+
+def test_a_selftest_that_differs_from_stock_is_an_error():
+    same = {name: ("0", "pass:1", "") for name in initramfs.HUGE_SELFTESTS}
+    lines = clear.same_selftest_outcomes(
+        {"clear-base": same, "clear": dict(same)}, "none")
+    assert len(lines) == len(initramfs.HUGE_SELFTESTS)
+    worse = dict(same, cow=("1", "pass:433,fail:1", "cow_test;"))
+    with pytest.raises(ZdinitError, match="selftest cow preempt=full: clear"):
+        clear.same_selftest_outcomes({"clear-base": same, "clear": worse}, "full")

@@ -1,0 +1,286 @@
+"""The clear family (issue 9): huge-page clearing measured and checked in QEMU.
+
+Kernels: 'clear-base' (stock 6.12) and 'clear' (the linux-6.12-clear
+series), both with configs/clear.config.  One boot per kernel, preemption
+model and round; inside a boot the clearing methods of that kernel are
+interleaved loop by loop (guest/clear.sh).
+"""
+import dataclasses
+import json
+import re
+
+from zdinit import (bench, build, initramfs, parse, progress, qemu,
+                    report, scenarios, stats)
+from zdinit.errors import ZdinitError
+
+KERNELS = ("clear-base", "clear")
+# Methods each kernel interleaves in a boot: stock 6.12 has one; the series
+# has the upstream-style cached clear and the streaming clear (forced for
+# every huge folio, so the guest's cache sizes do not decide it).
+METHODS = {"clear-base": ("default",), "clear": ("cached", "stream"),
+           "clear-broken": ("cached", "stream"),
+           "clear-debug": ("cached", "stream")}
+# Kernels the zero read-back runs on: the series, the series under the
+# sanitizers, and a deliberately broken clear the check must catch.
+CHECK_KERNELS = ("clear", "clear-debug", "clear-broken")
+RESULT = re.compile(r"^@@zdinit clear (?P<kind>bench|latency|zero) (?P<rest>.*)$")
+RULE = re.compile(r"^@@zdinit clear-rule (?P<rest>.*)$")
+SELFTEST = re.compile(r"^@@zdinit clear-selftest (?P<rest>.*)$")
+MiB = 1 << 20
+# folio_zero_user()'s batch under preempt=none|voluntary in the series.
+BATCH = 32 * MiB
+# Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
+SELFTEST_GUEST_SIZE = "1G"
+
+
+@dataclasses.dataclass
+class ClearRun:
+    """What one boot reported."""
+    bench: list
+    latency: list
+    zero: list
+    rule: dict | None
+    selftests: list = dataclasses.field(default_factory=list)
+
+
+def parse_run(console):
+    run = ClearRun([], [], [], None)
+    for raw in console.splitlines():
+        line = raw[raw.find("@@zdinit "):].strip() if "@@zdinit " in raw else ""
+        m = RESULT.match(line)
+        if m:
+            getattr(run, m.group("kind")).append(parse._labels(m.group("rest")))
+        elif m := RULE.match(line):
+            run.rule = parse._labels(m.group("rest"))
+        elif m := SELFTEST.match(line):
+            run.selftests.append(parse._labels(m.group("rest")))
+    return run
+
+
+def check_resources(spec):
+    """Refuse, before any boot, a size the host cannot back."""
+    need = spec.guest_ram_mb() * MiB
+    have = bench.mem_available()
+    if need + (1 << 30) > have:
+        raise ZdinitError(
+            f"clear at {spec.size >> 30}G needs a guest of {need >> 30} GiB "
+            f"and the host has {have >> 30} GiB available; use a smaller "
+            f"--size")
+
+
+def host_has_1g_pages():
+    with open("/proc/cpuinfo") as fh:
+        return any(line.startswith("flags") and " pdpe1gb" in line
+                   for line in fh)
+
+
+def prepare(spec, kernels):
+    """Build the kernels and initramfs images, pick the accelerator."""
+    targets = []
+    for variant in kernels:
+        kernel = build.build(variant)
+        initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
+        targets.append(bench.Target(kernel, initrd, METHODS[variant]))
+    accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
+    progress.say(f"accelerator: {accel} ({why})")
+    # TCG's 'max' CPU has 1G pages; under KVM the guest gets the host's.
+    if "1G" in spec.pages and accel == "kvm" and not host_has_1g_pages():
+        raise ZdinitError("1G pages: this CPU has no pdpe1gb, so the KVM "
+                          "guest cannot map them; use --pages 2M")
+    return targets, accel, why
+
+
+def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
+         extra=None):
+    params = {"scenario": scenario, "size": spec.size, "n": n,
+              "pages": ",".join(spec.pages),
+              "strategies": ",".join(target.strategies)}
+    params.update(extra or {})
+    result = qemu.boot(target.kernel, target.initrd, params, accel,
+                       ram_mb=spec.guest_ram_mb(), timeout_s=3600,
+                       log_path=log_path, label=label,
+                       cmdline=spec.cmdline(preempt))
+    splats = parse.parse(result.log).splats
+    if splats:
+        raise ZdinitError(f"{label}: kernel reported: {splats[0]}")
+    return parse_run(result.log)
+
+
+def measure(targets, spec, rounds, accel, logs_dir):
+    """Boots alternate kernels inside each round and preemption model.
+
+    Returns samples keyed by (page, preempt, kernel, method):
+    {"gbps": [...], "latency": [{"fault_ns", "max_wait_ns"}], "rule": {}}.
+    """
+    samples = {}
+    shares = bench.split_rounds(spec.loops, rounds)
+    for r, share in enumerate(shares, 1):
+        for preempt in spec.preempt:
+            for target in targets:
+                name = target.kernel.variant
+                label = f"clear {name} preempt={preempt} round {r}/{len(shares)}"
+                progress.say(f"{label}: booting ({share} loops per method)")
+                run = boot(target, spec, "clear", preempt, accel,
+                           logs_dir / f"clear-{name}-{preempt}-r{r}.log",
+                           label, n=share)
+                collect(samples, spec, run, name, preempt, share, label)
+    return samples
+
+
+def collect(samples, spec, run, kernel, preempt, share, label):
+    expected = len(spec.pages) * share * len(METHODS[kernel])
+    if len(run.bench) != expected:
+        raise ZdinitError(f"{label}: {len(run.bench)} bench results, "
+                          f"expected {expected}")
+    for result in run.bench:
+        entry = _entry(samples, result, preempt, kernel, run.rule)
+        entry["gbps"].append(int(result["bytes"]) / int(result["ns"]))
+    for result in run.latency:
+        entry = _entry(samples, result, preempt, kernel, run.rule)
+        entry["latency"].append({"fault_ns": int(result["fault_ns"]),
+                                 "max_wait_ns": int(result["max_wait_ns"])})
+
+
+def _entry(samples, result, preempt, kernel, rule):
+    key = (result["page"], preempt, kernel, result["method"])
+    return samples.setdefault(key, {"gbps": [], "latency": [], "rule": rule})
+
+
+def runs_table(samples, spec):
+    """results.json records: GB/s summary, vs clear-base, worst wait."""
+    runs = []
+    for (page, preempt, kernel, method), e in sorted(samples.items()):
+        record = {"page": page, "preempt": preempt, "kernel": kernel,
+                  "method": method, "size_bytes": spec.size,
+                  "samples_gbps": e["gbps"], "latency": e["latency"],
+                  "rule": e["rule"]}
+        # stats names its fields after milliseconds; the values are GB/s.
+        record.update({k.replace("_ms", "_gbps"): v
+                       for k, v in stats.summarize(e["gbps"]).items()})
+        base = samples.get((page, preempt, "clear-base", "default"))
+        if base and kernel != "clear-base":
+            # GB/s is a rate: 'other / base' is base's time over other's.
+            record["vs_base"] = stats.speedup([1 / g for g in base["gbps"]],
+                                              [1 / g for g in e["gbps"]])
+        if e["latency"]:
+            record["max_wait_ms"] = max(x["max_wait_ns"] for x in e["latency"]) / 1e6
+            # What one batch of the series costs at the speed this guest
+            # cleared at: the bound batching promises under preempt=none.
+            record["per_batch_ms"] = min(
+                x["fault_ns"] for x in e["latency"]) / 1e6 * BATCH / spec.size
+        runs.append(record)
+    return runs
+
+
+HEADER = ["page", "preempt", "kernel", "method", "median GB/s", "p10", "p90",
+          "min", "max", "N", "vs base [95% CI]", "max wait ms", "32M ms"]
+
+
+def rows(runs):
+    out = []
+    for r in runs:
+        wait = r.get("max_wait_ms")
+        out.append([r["page"], r["preempt"], r["kernel"], r["method"],
+                    f"{r['median_gbps']:.3f}", f"{r['p10_gbps']:.3f}",
+                    f"{r['p90_gbps']:.3f}", f"{r['min_gbps']:.3f}",
+                    f"{r['max_gbps']:.3f}", str(r["n"]),
+                    report.ratio_text(r.get("vs_base")),
+                    "-" if wait is None else f"{wait:.1f}",
+                    "-" if wait is None else f"{r['per_batch_ms']:.1f}"])
+    return out
+
+
+def text_table(runs):
+    return report.text_table(runs, HEADER, rows)
+
+
+def markdown_table(runs):
+    return report.markdown_table(runs, HEADER, rows)
+
+
+def run_bench(spec, rounds, kernels, command_line):
+    """The measured run: results/<stamp>/ with results.json and summary.md."""
+    targets, accel, why = prepare(spec, kernels)
+    partial, final = report.new_results_dir()
+    try:
+        samples = measure(targets, spec, rounds, accel, partial / "logs")
+        runs = runs_table(samples, spec)
+        results = {"command": command_line,
+                   "env": bench.environment(accel, why, targets),
+                   "runs": runs}
+        (partial / "results.json").write_text(
+            json.dumps(results, indent=1) + "\n")
+        (partial / "summary.md").write_text(
+            f"# clear: demand-fault clearing in the guest\n\n`{results['command']}`"
+            f"\n\n{markdown_table(runs)}")
+    except BaseException:
+        failed = report.mark_failed(partial)
+        progress.say(f"incomplete run; logs kept in {failed}")
+        raise
+    return report.publish(partial, final), runs
+
+
+def check_zero(spec, zero_rounds=2, kernel="clear"):
+    """Every method on every preemption model: cleared pages read back 0."""
+    targets, accel, _ = prepare(spec, [kernel])
+    lines = []
+    for preempt in spec.preempt:
+        for target in targets:
+            label = f"clear-zero {target.kernel.variant} preempt={preempt}"
+            run = boot(target, spec, "clear-zero", preempt, accel, None,
+                       label, extra={"zero_rounds": zero_rounds})
+            want = len(spec.pages) * len(target.strategies)
+            if len(run.zero) != want:
+                raise ZdinitError(f"{label}: {len(run.zero)} zero checks, "
+                                  f"expected {want}")
+            for z in run.zero:
+                if z["bad"] != "0":
+                    raise ZdinitError(f"{label}: {z['bad']} non-zero words "
+                                      f"in {z['page']} pages ({z['method']})")
+                lines.append(f"{label} {z['page']} {z['method']}: "
+                             f"{z['rounds']} rounds of {z['bytes']} bytes "
+                             f"read back zero")
+    return lines
+
+
+def check_selftests(preempt, kernels=("clear-base", "clear")):
+    """The kernel's hugetlb and THP selftests: the clear kernel must pass
+    and fail exactly the tests stock 6.12 passes and fails.  They run on
+    2M hugetlb pages reserved in the guest, 300 by default."""
+    spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt)
+    targets, accel, _ = prepare(spec, list(kernels))
+    names = ",".join(initramfs.HUGE_SELFTESTS)
+    lines = []
+    for preempt in spec.preempt:
+        outcome = {}
+        for target in targets:
+            label = f"clear-selftests {target.kernel.variant} preempt={preempt}"
+            run = boot(target, spec, "clear-selftests", preempt, accel, None,
+                       label, extra={"selftests": names})
+            outcome[target.kernel.variant] = {
+                t["name"]: (t["rc"], t["totals"], t["failed"])
+                for t in run.selftests}
+            if sorted(outcome[target.kernel.variant]) != \
+                    sorted(initramfs.HUGE_SELFTESTS):
+                raise ZdinitError(f"{label}: ran {sorted(outcome[target.kernel.variant])}")
+        lines += same_selftest_outcomes(outcome, preempt)
+    return lines
+
+
+def same_selftest_outcomes(outcome, preempt):
+    """outcome: {kernel: {test: (exit, totals, failed)}}, stock first.
+    Every kernel must match the first; one line per test when they do."""
+    (stock, base), *others = outcome.items()
+    for kernel, other in others:
+        for name in initramfs.HUGE_SELFTESTS:
+            if other[name] != base[name]:
+                raise ZdinitError(
+                    f"selftest {name} preempt={preempt}: {kernel} "
+                    f"{other[name]} differs from {stock} {base[name]}")
+    lines = []
+    for name in initramfs.HUGE_SELFTESTS:
+        rc, totals, failed = base[name]
+        lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
+                     f"{totals}{', failed ' + failed if failed else ''}"
+                     f" on every kernel")
+    return lines
