@@ -17,13 +17,16 @@ bench: setup
 # end-to-end tests: every patch applied, checkpatch'd and built, every
 # scenario booted small on both kernels, the memmap equality test.
 test: setup
-	$(PYTHON) -m pytest -v tests
+	$(PYTHON) -m pytest -v -m "not full" tests
 
-# Everything in 'test' plus the tracepoint-guard and KASAN/lockdep/kmemleak
+# Everything in 'test' plus the clear series' e2e tests (check-series,
+# zero read-back, broken-kernel check, bench smoke: about 30 minutes of
+# kernel builds from an empty cache), the tracepoint-guard and KASAN/lockdep/kmemleak
 # kernels (two more kernel builds, about 20 minutes on 2 cores), and for
 # the clear series the kernel's hugetlb/THP selftests against stock 6.12
 # and the zero read-back on its KASAN/lockdep kernel (one more build).
 test-full: test
+	$(PYTHON) -m pytest -v -m full tests
 	$(ZDINIT) safety --full
 	$(ZDINIT) clear-check --size 1G --selftests
 	$(ZDINIT) clear-check --size 1G --kernel clear-debug
