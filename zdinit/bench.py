@@ -58,8 +58,9 @@ def check_run(spec, run, label, verify):
     """The guest did what the scenario says: geometry, counts, no splats."""
     if run.splats:
         raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
-    if verify and run.verify_problem():
-        raise ZdinitError(f"{label}: {run.verify_problem()}")
+    problem = run.verify_problem() if verify else None
+    if problem:
+        raise ZdinitError(f"{label}: {problem}")
     for step in run.steps:
         if len(step.memmap) != 1:
             raise ZdinitError(f"{label}: step {step.labels} logged "

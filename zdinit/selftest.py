@@ -74,9 +74,9 @@ def run_module_matrix(target, accel, logs):
     if matrix.splats:
         raise ZdinitError(f"selftest: kernel reported: {matrix.splats[0]}")
     out = check_matrix(matrix)
-    if matrix.verify_problem():
-        raise ZdinitError(f"selftest: memmap verification failed: "
-                          f"{matrix.verify_problem()}")
+    problem = matrix.verify_problem()
+    if problem:
+        raise ZdinitError(f"selftest: memmap verification failed: {problem}")
     out.append(f"module ranges: {matrix.verify['checked']} struct pages "
                f"compared with the slow path, 0 differ, 0 unchecked")
     return out
