@@ -32,7 +32,6 @@ def check_series(directory):
     return out
 
 
-@pytest.mark.full
 def test_every_clear_patch_applies_passes_checkpatch_and_builds():
     check_series("linux-6.12-clear")
 
@@ -162,19 +161,27 @@ def test_safety_checks_pass_on_both_kernels():
     assert verified and verified[0]["raw"]["checked"] > 0
 
 
-@pytest.mark.full
-def test_cleared_huge_pages_read_back_zero():
+def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
     """2M THP and 1G hugetlb pages, cached and streaming clear, preempt=none
-    and preempt=full: fill, free, re-fault, every byte zero."""
-    out = zdinit("clear-check", "--size", "1G", "--rounds", "2").stdout
+    and preempt=full: fill, free, re-fault, every byte zero; the kernel's
+    hugetlb/THP selftests pass and fail as on stock 6.12."""
+    out = zdinit("clear-check", "--size", "1G", "--rounds", "2",
+                 "--selftests").stdout
+    for preempt in ("none", "full"):
+        for name in initramfs.HUGE_SELFTESTS:
+            assert f"selftest {name} preempt={preempt}: exit" in out, out
     for preempt in ("none", "full"):
         for page in ("2M", "1G"):
             for method in ("cached", "stream"):
                 assert (f"clear-zero clear preempt={preempt} {page} {method}: "
                         f"2 rounds of {G} bytes read back zero") in out, out
+    for page in ("2M", "1G"):
+        for method in ("cached", "stream"):
+            assert (f"clear-zero clear preempt=none init_on_alloc=1 "
+                    f"init_on_free=1 {page} {method}: 2 rounds of {G} bytes "
+                    f"read back zero") in out, out
 
 
-@pytest.mark.full
 def test_zero_check_catches_a_broken_clear():
     """The same check on a kernel that skips one page of the neighbourhood."""
     spec = scenarios.plan_clear(["2M"], "64M", preempt=["none"])

@@ -91,7 +91,7 @@ def prepare(spec, kernels):
 
 
 def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
-         extra=None):
+         extra=None, cmdline=()):
     params = {"scenario": scenario, "size": spec.size, "n": n,
               "pages": ",".join(spec.pages),
               "strategies": ",".join(target.strategies)}
@@ -99,7 +99,7 @@ def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
     result = qemu.boot(target.kernel, target.initrd, params, accel,
                        ram_mb=spec.guest_ram_mb(), timeout_s=3600,
                        log_path=log_path, label=label,
-                       cmdline=spec.cmdline(preempt))
+                       cmdline=spec.cmdline(preempt) + list(cmdline))
     splats = parse.parse(result.log).splats
     if splats:
         raise ZdinitError(f"{label}: kernel reported: {splats[0]}")
@@ -220,15 +220,25 @@ def run_bench(spec, rounds, kernels, command_line):
     return report.publish(partial, final), runs
 
 
+# The page allocator zeroes on allocation and on free: the huge-page
+# clear must still leave every byte zero, whichever of them runs.
+INIT_ON_ALLOC_FREE = ("init_on_alloc=1", "init_on_free=1")
+
+
 def check_zero(spec, zero_rounds=2, kernel="clear"):
-    """Every method on every preemption model: cleared pages read back 0."""
+    """Every method on every preemption model, and once more on the first
+    model with init_on_alloc/init_on_free: cleared pages read back 0."""
     targets, accel, _ = prepare(spec, [kernel])
+    boots = [(preempt, ()) for preempt in spec.preempt]
+    boots.append((spec.preempt[0], INIT_ON_ALLOC_FREE))
     lines = []
-    for preempt in spec.preempt:
+    for preempt, cmdline in boots:
         for target in targets:
-            label = f"clear-zero {target.kernel.variant} preempt={preempt}"
+            label = " ".join((f"clear-zero {target.kernel.variant} "
+                              f"preempt={preempt}",) + cmdline)
             run = boot(target, spec, "clear-zero", preempt, accel, None,
-                       label, extra={"zero_rounds": zero_rounds})
+                       label, extra={"zero_rounds": zero_rounds},
+                       cmdline=cmdline)
             want = len(spec.pages) * len(target.strategies)
             if len(run.zero) != want:
                 raise ZdinitError(f"{label}: {len(run.zero)} zero checks, "
