@@ -85,10 +85,19 @@ each_round() {
 	done
 }
 
+# "NAME" or "NAME@THREADS"; without @ the kernel chooses the thread count
+# (0 to the knob), on a kernel that has one.
 set_strategy() {
 	[ "$1" = default ] && return 0
 	[ -w $KNOBS/strategy ] || fail "kernel has no $KNOBS/strategy (not a zdinit kernel?)"
-	echo "$1" > $KNOBS/strategy || fail "kernel rejected strategy $1"
+	name=${1%@*} threads=0
+	[ "$name" = "$1" ] || threads=${1#*@}
+	echo "$name" > $KNOBS/strategy || fail "kernel rejected strategy $name"
+	if [ -w $KNOBS/threads ]; then
+		echo "$threads" > $KNOBS/threads || fail "kernel rejected $threads threads"
+	elif [ "$threads" != 0 ]; then
+		fail "kernel has no $KNOBS/threads for strategy $1"
+	fi
 }
 
 rebind() {

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import cli
+from zdinit import cli, scenarios
 
 
 def results_entries():
@@ -99,6 +99,28 @@ def test_comma_list_refuses(text):
 def test_comma_list_keeps_order_and_strips_blanks():
     parse = cli.comma_list("kernel", cli.KERNELS)
     assert parse(" patched , base") == ["patched", "base"]
+
+
+@pytest.mark.parametrize("text", ["auto@", "auto@0", "auto@65", "auto@x",
+                                  "auto@1@2", "fast", "fast@2", "@2",
+                                  "auto@1,auto@1"])
+def test_strategy_list_refuses(text):
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli.comma_list("strategy", cli.STRATEGIES,
+                       scenarios.check_strategy)(text)
+
+
+def test_strategy_list_takes_thread_counts():
+    parse = cli.comma_list("strategy", cli.STRATEGIES,
+                           scenarios.check_strategy)
+    assert parse("auto@1,auto,stream@64") == ["auto@1", "auto", "stream@64"]
+    assert scenarios.strategy_name("auto@1") == "auto"
+
+
+def test_bench_refuses_a_bad_thread_count_before_work(tmp_path):
+    proc = run_zdinit(tmp_path / "cache", "bench", "--strategies", "auto@0")
+    assert proc.returncode == 2
+    assert "thread count after @ must be 1..64" in proc.stderr
 
 
 def test_too_big_for_host_memory_is_refused(monkeypatch):

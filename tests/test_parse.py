@@ -27,6 +27,22 @@ def test_patched_kernel_line_in_microseconds():
         (1048576, 6.84, "template", 262144)
 
 
+def test_parallel_kernel_line_names_its_threads():
+    for threads, text in ((1, "1 thread"), (2, "2 threads")):
+        init = parse.parse_memmap(
+            "memmap_init_zone_device initialised 26083328 pages in 210431us, "
+            f"stream, 26083328 struct pages written, {text}")
+        assert (init.ms, init.strategy, init.threads) == \
+            (210.431, "stream", threads)
+
+
+def test_line_without_threads_has_none():
+    init = parse.parse_memmap(
+        "memmap_init_zone_device initialised 1048576 pages in 6840us, "
+        "template, 262144 struct pages written")
+    assert init.threads is None
+
+
 def test_base_fsdax_dev_log():
     run = load("fsdax-dev-base.log")
     assert run.rc == 0 and not run.splats

@@ -58,3 +58,18 @@ def test_results_dirs_started_in_the_same_second_differ(tmp_path,
     assert len({first_final, second_final, third_final}) == 3
     assert first_final.name == "20260102-030405"
     assert (second / "logs").is_dir() and (third / "logs").is_dir()
+
+
+def test_strategy_label_names_what_the_kernel_used():
+    base = {"scenario": "fsdax-dev", "align": None, "kernel": "patched",
+            "pages": 1, "first_bind_ms": None, "median_ms": 1.0,
+            "p10_ms": 1.0, "p90_ms": 1.0, "min_ms": 1.0, "max_ms": 1.0,
+            "n": 1}
+    cases = [("auto", ["stream"], [2], "auto->stream x2"),
+             ("auto@1", ["stream"], [1], "auto@1->stream"),
+             ("stream@1", ["stream"], [1], "stream@1"),
+             ("template", ["template"], None, "template")]
+    for strategy, resolved, threads, label in cases:
+        row = report.rows([dict(base, strategy=strategy, resolved=resolved,
+                                threads=threads)])[0]
+        assert row[2] == label, (strategy, row[2])

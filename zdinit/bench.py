@@ -8,7 +8,6 @@ import subprocess
 from zdinit import parse, progress, qemu, scenarios, stats
 from zdinit.errors import ZdinitError
 
-PATCHED_STRATEGIES = ("auto", "slow", "template", "stream")
 MiB = 1 << 20
 
 
@@ -84,7 +83,8 @@ def run_bench(targets, specs, rounds, accel, logs_dir, verify=False,
     """Boot every target for every scenario, round after round.
 
     Returns raw samples keyed by (scenario, align, kernel, strategy):
-    {"first_bind_ms", "samples_ms", "pages", "written", "resolved"}.
+    {"first_bind_ms", "samples_ms", "pages", "written", "resolved",
+    "threads"}: the strategies and thread counts the kernel reported.
     """
     check_resources(specs)
     samples = {}
@@ -121,12 +121,15 @@ def collect(samples, spec, run, kernel, first_round):
                step.labels["strategy"])
         entry = samples.setdefault(key, {"first_bind_ms": None,
                                          "samples_ms": [], "pages": None,
-                                         "written": None, "resolved": set()})
+                                         "written": None, "resolved": set(),
+                                         "threads": set()})
         init = step.memmap[0]
         entry["pages"] = init.pages
         entry["written"] = init.written
         if init.strategy:
             entry["resolved"].add(init.strategy)
+        if init.threads:
+            entry["threads"].add(init.threads)
         if step.labels["phase"] == "first":
             if first_round:
                 entry["first_bind_ms"] = init.ms
@@ -144,6 +147,7 @@ def runs_table(samples, specs):
         record = {"scenario": scenario, "align": align or None,
                   "kernel": kernel, "strategy": strategy,
                   "resolved": sorted(e["resolved"]) or None,
+                  "threads": sorted(e["threads"]) or None,
                   "size_bytes": sizes[scenario], "pages": e["pages"],
                   "struct_pages_written": e["written"],
                   "first_bind_ms": e["first_bind_ms"],

@@ -16,7 +16,7 @@ from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
 VARIANTS = tuple(build.VARIANTS)
-STRATEGIES = ("auto", "slow", "template", "stream")
+STRATEGIES = scenarios.STRATEGIES
 
 
 def one_of(what, choices, text):
@@ -27,8 +27,10 @@ def one_of(what, choices, text):
     return text
 
 
-def comma_list(what, choices):
-    """argparse type: a comma list of choices, at least one, none twice."""
+def comma_list(what, choices, check=None):
+    """argparse type: a comma list of choices, at least one, none twice;
+    with check, items are whatever check (one line why not, or None)
+    accepts."""
     def parse(text):
         items = [item.strip() for item in text.split(",")]
         if not any(items):
@@ -37,7 +39,11 @@ def comma_list(what, choices):
         for item in items:
             if not item:
                 raise argparse.ArgumentTypeError(f"empty item in '{text}'")
-            one_of(what, choices, item)
+            why = check(item) if check else None
+            if why:
+                raise argparse.ArgumentTypeError(why)
+            if not check:
+                one_of(what, choices, item)
             if items.count(item) > 1:
                 raise argparse.ArgumentTypeError(
                     f"{what} '{item}' given twice")
@@ -256,7 +262,8 @@ def parser():
                                               tuple(scenarios.ALIGNS)),
                    help="devdax alignments, e.g. 2M,1G")
     r.add_argument("--strategies", default=",".join(STRATEGIES),
-                   type=comma_list("strategy", STRATEGIES),
+                   type=comma_list("strategy", STRATEGIES,
+                                   scenarios.check_strategy),
                    help="patched kernel strategies, interleaved in each boot")
     r.add_argument("--rounds", type=int, default=2,
                    help="boots per kernel, alternating kernels (default 2)")

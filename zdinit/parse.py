@@ -4,11 +4,13 @@ import json
 import re
 
 # Stock 6.12 prints milliseconds from jiffies; the zdinit series prints
-# microseconds from ktime and adds the strategy and the struct pages written.
+# microseconds from ktime and adds the strategy and the struct pages
+# written, and with parallel init the threads that wrote them.
 MEMMAP_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in "
     r"(?P<value>\d+)(?P<unit>ms|us)"
-    r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written)?")
+    r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written"
+    r"(?:, (?P<threads>\d+) threads?)?)?")
 MEMREMAP_LINE = re.compile(r"zd_memremap: \w+ range \S+ shift \d+ memremap (?P<ns>\d+) ns")
 SPLAT = re.compile(r"BUG:|WARNING:|Oops|KASAN:|general protection|"
                    r"Kernel panic|possible circular locking|INFO: task .* blocked")
@@ -20,6 +22,7 @@ class MemmapInit:
     ms: float
     strategy: str | None
     written: int | None
+    threads: int | None = None
 
 
 @dataclasses.dataclass
@@ -81,9 +84,10 @@ def parse_memmap(line):
         return None
     value = int(m.group("value"))
     ms = value / 1000.0 if m.group("unit") == "us" else float(value)
-    written = m.group("written")
+    written, threads = m.group("written"), m.group("threads")
     return MemmapInit(int(m.group("pages")), ms, m.group("strategy"),
-                      int(written) if written else None)
+                      int(written) if written else None,
+                      int(threads) if threads else None)
 
 
 def parse(console):

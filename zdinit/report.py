@@ -63,8 +63,11 @@ def rows(runs):
     for r in runs:
         ratio = ratio_text(r.get("vs_base"))
         strategy = r["strategy"]
-        if r.get("resolved") and r["resolved"] != [strategy]:
+        # "auto@1" asks for auto on one thread: compare the name alone.
+        if r.get("resolved") and r["resolved"] != [strategy.partition("@")[0]]:
             strategy += "->" + "/".join(r["resolved"])
+        if r.get("threads") and r["threads"] != [1]:
+            strategy += " x" + "/".join(map(str, r["threads"]))
         out.append([r["scenario"] + (f" {r['align']}" if r.get("align") else ""),
                     r["kernel"], strategy, str(r["pages"]),
                     _fmt_ms(r["first_bind_ms"]), _fmt_ms(r["median_ms"]),

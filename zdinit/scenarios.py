@@ -14,6 +14,29 @@ ALIGNS = {"4K": 4096, "2M": 2 * MiB, "1G": GiB}
 MAX_SIZE = 1 << 40
 MAX_N = 1000
 
+# The memmap strategies the series' debugfs knob takes.  "NAME@T" also
+# sets the number of threads that build each range (the parallel-init
+# patch's threads knob); without "@T" the kernel chooses.
+STRATEGIES = ("auto", "slow", "template", "stream")
+MAX_THREADS = 64
+
+
+def strategy_name(strategy):
+    """"auto@1" -> "auto"."""
+    return strategy.partition("@")[0]
+
+
+def check_strategy(strategy):
+    """One line why strategy is not NAME or NAME@T, or None when it is."""
+    name, at, threads = strategy.partition("@")
+    if name not in STRATEGIES:
+        return (f"unknown strategy '{strategy}'; choose from "
+                + ", ".join(STRATEGIES) + f", each optionally @1..@{MAX_THREADS}")
+    if at and not (threads.isdigit() and 1 <= int(threads) <= MAX_THREADS):
+        return (f"strategy '{strategy}': the thread count after @ must be "
+                f"1..{MAX_THREADS}")
+    return None
+
 
 @dataclasses.dataclass(frozen=True)
 class Scenario:
