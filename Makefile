@@ -14,18 +14,19 @@ bench: setup
 	$(ZDINIT) bench
 
 # Unit tests, the lab's byte-equality and sanitizer tests, then the
-# end-to-end tests: every patch of both series applied, checkpatch'd and
-# built, every scenario booted small on both kernels, the memmap equality
-# test with KUnit, and for the clear series the zero read-back (also
+# end-to-end tests: every patch of the ZONE_DEVICE series applied,
+# checkpatch'd and built, every scenario booted small on both kernels, the
+# memmap equality test with KUnit; for the clear series every patch
+# applied and checkpatch'd, the series built, the zero read-back (also
 # against a deliberately broken kernel) and the kernel's hugetlb/THP
 # selftests against stock 6.12.
 test: setup
 	$(PYTHON) -m pytest -v -m "not full" tests
 
-# Everything in 'test' plus the clear bench smoke test, the
-# tracepoint-guard and KASAN/lockdep/kmemleak kernels (two more kernel
-# builds) and the zero read-back on the clear series' KASAN/lockdep
-# kernel (one more build).
+# Everything in 'test' plus each prefix of the clear series built, the
+# clear bench smoke test, the tracepoint-guard and KASAN/lockdep/kmemleak
+# kernels (two more kernel builds) and the zero read-back on the clear
+# series' KASAN/lockdep kernel (one more build).
 test-full: test
 	$(PYTHON) -m pytest -v -m full tests
 	$(ZDINIT) safety --full
