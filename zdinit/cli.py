@@ -17,6 +17,9 @@ from zdinit.errors import UsageError, ZdinitError
 KERNELS = ("base", "patched")
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
+# The bench's default: every strategy with the kernel's own thread count,
+# and auto on one thread beside it.
+BENCH_STRATEGIES = ("auto", "auto@1", "slow", "template", "stream")
 
 
 def one_of(what, choices, text):
@@ -261,10 +264,11 @@ def parser():
     r.add_argument("--align", type=comma_list("alignment",
                                               tuple(scenarios.ALIGNS)),
                    help="devdax alignments, e.g. 2M,1G")
-    r.add_argument("--strategies", default=",".join(STRATEGIES),
+    r.add_argument("--strategies", default=",".join(BENCH_STRATEGIES),
                    type=comma_list("strategy", STRATEGIES,
                                    scenarios.check_strategy),
-                   help="patched kernel strategies, interleaved in each boot")
+                   help="patched kernel strategies, NAME or NAME@THREADS, "
+                   "interleaved in each boot")
     r.add_argument("--rounds", type=int, default=2,
                    help="boots per kernel, alternating kernels (default 2)")
     r.add_argument("--verify", action="store_true",
