@@ -365,3 +365,13 @@ def test_a_second_lab_run_is_refused(tmp_path):
         with pytest.raises(ZdinitError, match="another lab run"):
             with lab.one_run_at_a_time(tmp_path):
                 pass
+
+
+def test_threads_to_saturate_is_the_fewest_reaching_ninety_percent():
+    runs = [{"strategy": "movnti", "threads": t, "gb_per_s": v}
+            for t, v in ((1, 20.0), (2, 26.0), (4, 29.0), (8, 30.0))]
+    runs += [{"strategy": "slow", "threads": t, "gb_per_s": v}
+             for t, v in ((1, 10.0), (2, 20.0), (4, 40.0), (8, 39.0))]
+    assert lab.threads_to_saturate(runs) == {"movnti": 4, "slow": 4}
+    runs[1]["gb_per_s"] = 28.0     # 2 threads now reach 90% of 30
+    assert lab.threads_to_saturate(runs)["movnti"] == 2

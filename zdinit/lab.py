@@ -15,9 +15,11 @@ VECTORS = LAB / "vectors" / "linux-6.12-x86_64.txt"
 STREAMING = ("movnti", "sse2-movntdq", "avx2-vmovntdq", "avx512-vmovntdq",
              "movdir64b")
 CACHED = ("slow", "template-u64", "template-memcpy")
-# The kernel's auto rule streams an altmap memmap from this size on
-# (zone_device_stream_min_kb in patches/linux-6.12/0008).
-KERNEL_STREAM_MIN = 16 << 20
+# A thread count "saturates" a strategy when it reaches this share of the
+# strategy's best rate over all thread counts: the share below which
+# another thread is worth a kernel work item is a judgement, not a
+# measurement, and 90% is the one used here.
+SATURATED = 0.9
 DUMP = re.compile(r"zd_memremap: dump page (\d+) \+(\d+) ([0-9a-f]+)")
 DUMP_HEAD = re.compile(r"zd_memremap: dump struct_page_size (\d+) head ([0-9a-f]+)")
 
@@ -122,10 +124,12 @@ def sweeps(quick, nproc):
     return {
         "size": ["--geometry", "order0", "--sizes", sizes, "--states",
                  "cold,hot,rewrite", "--backings", "anon-thp", "--reps", reps],
+        # Every strategy from one thread to every CPU, cold like a
+        # rebind's memmap in device memory: the data for the kernel's
+        # fan-out threshold and thread cap (issue 10).
         "threads": ["--geometry", "order0", "--sizes", big, "--states",
-                    "rewrite", "--backings", "anon-thp", "--threads",
-                    threads, "--reps", reps, "--strategies",
-                    "template-u64,movnti,sse2-movntdq,avx512-vmovntdq"],
+                    "cold", "--backings", "anon-thp", "--threads",
+                    threads, "--reps", reps, "--strategies", "all"],
         "backing": ["--geometry", "order0", "--sizes", big, "--states",
                     "rewrite", "--backings", "anon-4k,shm-file,hugetlb",
                     "--reps", reps],
@@ -274,9 +278,10 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
             results = {"cpu": feats["cpu"], "supported": feats["supported"],
                        "clear_supported": feats["clear_supported"],
                        "quick": quick, "vectors": str(VECTORS.name),
-                       "kernel_stream_min_bytes": KERNEL_STREAM_MIN,
+                       "kernel_stream_min_bytes": feats["cpu"]["llc_kb"] << 10,
                        "recommendation": rec, "runs": all_runs,
                        "thread_scaling": thread_scaling(threads),
+                       "threads_to_saturate": threads_to_saturate(threads),
                        "hugetlb_pages_added": added, "clear": clear}
             (partial / "lab.json").write_text(json.dumps(results, indent=1)
                                               + "\n")
@@ -299,11 +304,26 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
         lines.append(f"{state}: best at the largest size: "
                      f"{r['best_at_largest']}; streaming wins from "
                      f"{lab_clear.fmt_opt(r['stream_wins_from_bytes'])}")
-    lines.append(f"kernel auto rule streams altmap memmaps from "
-                 f"{lab_clear.fmt_opt(KERNEL_STREAM_MIN)}")
+    lines.append(f"kernel auto rule streams altmap memmaps from the LLC "
+                 f"size, here {lab_clear.fmt_opt(feats['cpu']['llc_kb'] << 10)}")
+    saturate = threads_to_saturate(threads)
+    lines.append(f"threads to reach {SATURATED:.0%} of the best rate (of "
+                 f"{nproc} CPUs): " + ", ".join(f"{name} {n}" for name, n
+                                                in saturate.items()))
     lines += lab_clear.summary_lines(clear["recommendation"])
     lines.append(f"results: {final}")
     return "\n".join(lines)
+
+
+def threads_to_saturate(runs):
+    """Per strategy, the fewest threads that reach SATURATED of its best
+    rate over the thread counts measured."""
+    out = {}
+    for name in sorted({r["strategy"] for r in runs}):
+        by = {r["threads"]: r["gb_per_s"] for r in runs if r["strategy"] == name}
+        best = max(by.values())
+        out[name] = min(t for t, v in by.items() if v >= SATURATED * best)
+    return out
 
 
 def thread_scaling(runs):
