@@ -2,8 +2,11 @@
 # of 2M THP and 1G hugetlb pages with guest/zdclear.c.  Methods are the
 # clearing paths of one kernel, interleaved loop by loop like the rebind
 # strategies: "default" (a kernel without the switch), "cached" (the
-# streaming clear switched off) and "stream" (streaming for every huge
-# folio, whatever the boot-time rule chose).
+# streaming clear switched off: stream=never) and "stream" (every run of a
+# huge folio away from the fault's neighbourhood streamed, whatever its
+# size: stream=always; the rule the kernel chose at boot, stream=auto,
+# would stream no 32M batch or 1G run, nor anything at all without CLZERO,
+# as under TCG, where the streaming clear is MOVNTI).
 
 CLEAR_KNOBS=/sys/kernel/debug/folio_zero_user
 PAGES=$(param pages 2M | tr , ' ')
@@ -12,8 +15,8 @@ GIGANTIC=/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages
 set_clear_method() {
 	case "$1" in
 	default) ;;
-	cached) knob stream N ;;
-	stream) knob stream Y; knob stream_min_kb 2048 ;;
+	cached) knob stream never ;;
+	stream) knob stream always ;;
 	*) fail "unknown clear method '$1'" ;;
 	esac
 }
@@ -25,8 +28,8 @@ knob() {
 
 # What the kernel chose at boot, before any method touches the knobs.
 clear_report_rule() {
-	[ -r $CLEAR_KNOBS/stream_min_kb ] || return 0
-	emit "clear-rule stream=$(cat $CLEAR_KNOBS/stream) stream_min_kb=$(cat $CLEAR_KNOBS/stream_min_kb) preempt=$(clear_preempt)"
+	[ -r $CLEAR_KNOBS/stream ] || return 0
+	emit "clear-rule stream=$(cat $CLEAR_KNOBS/stream) stream_min_kb=$(cat $CLEAR_KNOBS/stream_min_kb) stream_max_kb=$(cat $CLEAR_KNOBS/stream_max_kb) preempt=$(clear_preempt)"
 }
 
 clear_preempt() {

@@ -15,8 +15,9 @@ from zdinit.errors import ZdinitError
 
 KERNELS = ("clear-base", "clear")
 # Methods each kernel interleaves in a boot: stock 6.12 has one; the series
-# has the upstream-style cached clear and the streaming clear (forced for
-# every huge folio, so the guest's cache sizes do not decide it).
+# has the upstream-style cached clear (debugfs stream=never) and the
+# streaming clear forced on for every run away from the fault (stream=always),
+# so that neither the guest's cache sizes nor its lack of CLZERO decide it.
 METHODS = {"clear-base": ("default",), "clear": ("cached", "stream"),
            "clear-broken": ("cached", "stream"),
            "clear-debug": ("cached", "stream")}
