@@ -29,7 +29,7 @@ knob() {
 # What the kernel chose at boot, before any method touches the knobs.
 clear_report_rule() {
 	[ -r $CLEAR_KNOBS/stream ] || return 0
-	emit "clear-rule stream=$(cat $CLEAR_KNOBS/stream) stream_min_kb=$(cat $CLEAR_KNOBS/stream_min_kb) stream_max_kb=$(cat $CLEAR_KNOBS/stream_max_kb) preempt=$(clear_preempt)"
+	emit "clear-rule stream=$(cat $CLEAR_KNOBS/stream) stream_min_kb=$(cat $CLEAR_KNOBS/stream_min_kb) preempt=$(clear_preempt)"
 }
 
 clear_preempt() {
