@@ -40,11 +40,20 @@ class Kernel:
 
 
 def make_env():
-    """ccache shared across variant trees: paths relative to the cache root."""
+    """ccache shared across variant trees: paths relative to the cache root.
+
+    Every variant tree has the same shape (work/<variant>/{linux,build}),
+    so with CCACHE_BASEDIR the compiler sees the same relative paths in
+    each.  Only kbuild's -fmacro-prefix-map=<absolute srctree>/= still
+    names the tree; it cannot change the object, because ccache hands the
+    compiler relative source paths that the absolute prefix never matches,
+    so it is left out of the hash.
+    """
     env = dict(os.environ)
     env.update(CCACHE_DIR=str(cache.ccache_dir()),
                CCACHE_BASEDIR=str(cache.cache_dir()),
                CCACHE_NOHASHDIR="1",
+               CCACHE_IGNOREOPTIONS="-fmacro-prefix-map=*",
                CCACHE_MAXSIZE=env.get("CCACHE_MAXSIZE", "10G"),
                KBUILD_BUILD_TIMESTAMP="2025-01-01",
                KBUILD_BUILD_USER="zdinit", KBUILD_BUILD_HOST="zdinit",
