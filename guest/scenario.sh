@@ -427,6 +427,7 @@ if [ "$VERIFY" = 1 ]; then
 	echo 1 > $KNOBS/verify
 fi
 . /zdinit/clear.sh
+. /zdinit/hotplug.sh
 case "$SCENARIO" in
 clear) clear_bench ;;
 clear-zero) clear_zero ;;
@@ -438,6 +439,8 @@ devdax-dev)
 devdax-mem)
 	for align in $ALIGNS; do bind_and_rebind devdax mem "$align"; done ;;
 devprivate) devprivate ;;
+kmem) kmem ;;
+virtio-mem) virtio_mem ;;
 memremap-matrix) memremap_matrix ;;
 probe) ;;
 integrity-devdax) integrity_devdax ;;

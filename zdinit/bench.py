@@ -5,7 +5,7 @@ import os
 import pathlib
 import subprocess
 
-from zdinit import parse, progress, qemu, scenarios, stats
+from zdinit import hotplug, parse, progress, qemu, scenarios, stats
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
@@ -44,10 +44,19 @@ def split_rounds(n, rounds):
     return [n // rounds + (1 if i < n % rounds else 0) for i in range(rounds)]
 
 
+# A hotplug step logs two timing lines per memory block: room for 800
+# blocks (100 GB) between two reads of the kernel log.
+HOTPLUG_CMDLINE = ("log_buf_len=4M",)
+
+
 def boot_params(spec, target, n, verify, aligns):
+    # The memmap strategies are a ZONE_DEVICE knob: onlining ignores them.
+    strategies = ("default",) if spec.scenario.hotplug else target.strategies
     params = {"scenario": spec.scenario.name, "size": spec.size, "n": n,
               "align": ",".join(a for a in aligns if a) or "2M",
-              "strategies": ",".join(target.strategies)}
+              "strategies": ",".join(strategies)}
+    if spec.scenario.zones:
+        params["zones"] = ",".join(spec.scenario.zones)
     if verify:
         params["verify"] = 1
     return params
@@ -90,32 +99,57 @@ def run_bench(targets, specs, rounds, accel, logs_dir, verify=False,
     samples = {}
     for spec in specs:
         shares = split_rounds(spec.n, rounds)
+        boots = spec.scenario.boots
         for r, share in enumerate(shares, 1):
             for target in targets:
-                name = target.kernel.variant
-                label = f"{spec.scenario.name} {name} round {r}/{len(shares)}"
-                progress.say(f"{label}: booting ({share} rebinds per "
-                             f"strategy, {len(target.strategies)} strategies)")
-                params = boot_params(spec, target, share, verify, spec.aligns)
-                with contextlib.ExitStack() as stack:
-                    nvdimms = []
-                    if spec.scenario.nvdimm:
-                        image = stack.enter_context(qemu.SparseImage(
-                            spec.size, spec.image_touched_bytes(),
-                            f"{name}-r{r}"))
-                        nvdimms = [(image.path, image.size)]
-                    boot = qemu.boot(target.kernel, target.initrd, params,
-                                     accel, ram_mb=spec.guest_ram_mb(),
-                                     nvdimms=nvdimms, timeout_s=timeout_s,
-                                     log_path=logs_dir / f"{spec.scenario.name}-{name}-r{r}.log",
-                                     label=label)
-                run = parse.parse(boot.log)
-                check_run(spec, run, label, verify)
-                collect(samples, spec, run, name, first_round=(r == 1))
+                for b, cmdline in enumerate(boots):
+                    tag = f"-b{b}" if len(boots) > 1 else ""
+                    run = boot_once(spec, target, r, len(shares), share,
+                                    cmdline, tag, accel, logs_dir, verify,
+                                    timeout_s)
+                    if spec.scenario.hotplug:
+                        collect = hotplug.collect
+                    else:
+                        collect = collect_memmap
+                    collect(samples, spec, run, target.kernel.variant,
+                            first_round=(r == 1))
     return samples
 
 
-def collect(samples, spec, run, kernel, first_round):
+def boot_once(spec, target, r, rounds, share, cmdline, tag, accel, logs_dir,
+              verify, timeout_s):
+    """One boot of target for spec's round r; its checked GuestRun."""
+    name = target.kernel.variant
+    label = f"{spec.scenario.name} {name}{tag} round {r}/{rounds}"
+    family = spec.scenario.hotplug
+    progress.say(f"{label}: booting ({share} "
+                 + ("offline/online cycles per zone)" if family else
+                    f"rebinds per strategy, {len(target.strategies)} "
+                    "strategies)"))
+    params = boot_params(spec, target, share, verify, spec.aligns)
+    with contextlib.ExitStack() as stack:
+        nvdimms = []
+        if spec.scenario.nvdimm:
+            image = stack.enter_context(qemu.SparseImage(
+                spec.size, spec.image_touched_bytes(), f"{name}{tag}-r{r}"))
+            nvdimms = [(image.path, image.size)]
+        boot = qemu.boot(
+            target.kernel, target.initrd, params, accel,
+            ram_mb=spec.guest_ram_mb(), nvdimms=nvdimms, timeout_s=timeout_s,
+            log_path=logs_dir / f"{spec.scenario.name}-{name}{tag}-r{r}.log",
+            label=label,
+            cmdline=(HOTPLUG_CMDLINE if family else ()) + tuple(cmdline),
+            virtio_mem=spec.size if spec.scenario.virtio_mem else 0)
+    run = parse.parse(boot.log)
+    if family:
+        hotplug.check_run(dataclasses.replace(spec, n=share), run, label,
+                          hotplug.times_onlining(name))
+    else:
+        check_run(spec, run, label, verify)
+    return run
+
+
+def collect_memmap(samples, spec, run, kernel, first_round):
     for step in run.steps:
         key = (spec.scenario.name, step.labels.get("align", ""), kernel,
                step.labels["strategy"])
@@ -140,6 +174,7 @@ def collect(samples, spec, run, kernel, first_round):
 def runs_table(samples, specs):
     """results.json 'runs' records, plus speedups against the base kernel."""
     sizes = {s.scenario.name: s.size for s in specs}
+    family = {s.scenario.name for s in specs if s.scenario.hotplug}
     runs = []
     for (scenario, align, kernel, strategy), e in sorted(samples.items()):
         if not e["samples_ms"]:
@@ -159,7 +194,8 @@ def runs_table(samples, specs):
                                               e["samples_ms"])
             if record["vs_base"] is None:
                 record["vs_base_note"] = "base below its 1 ms resolution"
-        runs.append(record)
+        runs.append(hotplug.split_record(record) if scenario in family
+                    else record)
     return runs
 
 

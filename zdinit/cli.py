@@ -140,6 +140,10 @@ def cmd_bench(args):
             raise
         final = report.publish(partial, final)
     print(report.text_table(results["runs"]))
+    breakdown = report.hotplug_breakdown(results["runs"], report.text_table)
+    if breakdown:
+        print("\nonlining, median ms (share of the online wall time):\n"
+              + breakdown)
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -254,13 +258,15 @@ def parser():
     r.add_argument("--kernels", default="base,patched",
                    type=comma_list("kernel", KERNELS),
                    help="comma list of: " + ", ".join(KERNELS))
-    r.add_argument("--scenarios", default=",".join(scenarios.SCENARIOS),
+    r.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_BENCH),
                    type=comma_list("scenario", tuple(scenarios.SCENARIOS)),
-                   help="comma list of: " + ", ".join(scenarios.SCENARIOS))
+                   help="comma list of: " + ", ".join(scenarios.SCENARIOS)
+                   + " (default: " + ", ".join(scenarios.DEFAULT_BENCH) + ")")
     r.add_argument("--size", help="device size, e.g. 100G (default: per "
-                   "scenario, 100G; devprivate 64G)")
+                   "scenario, 100G; devprivate 64G; kmem, virtio-mem 16G)")
     r.add_argument("--n", type=int, help="rebinds per strategy (default 30; "
-                   "devprivate 10)")
+                   "devprivate 10); offline/online cycles per zone for "
+                   "kmem and virtio-mem (default 5)")
     r.add_argument("--align", type=comma_list("alignment",
                                               tuple(scenarios.ALIGNS)),
                    help="devdax alignments, e.g. 2M,1G")

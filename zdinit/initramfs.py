@@ -84,8 +84,10 @@ def add_kernel_selftests(kernel, root):
 
 # Scripts the guest runs (scenario.sh sources the others) and the guest's
 # C tools, from guest/<tool>.c with the libraries each links.
-GUEST_SCRIPTS = ("scenario.sh", "clear.sh")
-GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"]}
+GUEST_SCRIPTS = ("scenario.sh", "clear.sh", "hotplug.sh")
+GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"], "zdonline": []}
+# Kernel modules the guest loads itself, from the kernel's build directory.
+GUEST_MODULES = {"virtio_mem.ko": "drivers/virtio/virtio_mem.ko"}
 
 
 def build_guest_tool(tool, libs, dest):
@@ -117,6 +119,11 @@ def build(kernel, dest):
         for script in GUEST_SCRIPTS:
             shutil.copy2(GUEST / script, root / "zdinit" / script)
         shutil.copy2(kernel.module, root / "zdinit/zd_memremap.ko")
+        for name, path in GUEST_MODULES.items():
+            if not (kernel.out / path).exists():
+                raise ZdinitError(f"{kernel.out / path} missing: the kconfig "
+                                  "fragment must build it as a module")
+            shutil.copy2(kernel.out / path, root / "zdinit" / name)
         for tool, libs in GUEST_TOOLS.items():
             build_guest_tool(tool, libs, root / "zdinit" / tool)
         add_kernel_selftests(kernel, root)

@@ -11,6 +11,19 @@ MEMMAP_LINE = re.compile(
     r"(?P<value>\d+)(?P<unit>ms|us)"
     r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written"
     r"(?:, (?P<threads>\d+) threads?)?)?")
+# Memory onlining (patch 0011): move_pfn_range_to_zone() times the memmap
+# and the zone contiguity scan; online_pages() its total and six
+# consecutive parts that add up to it.
+MOVE_LINE = re.compile(
+    r"move_pfn_range_to_zone (?P<pages>\d+) pages to (?P<zone>\w+): "
+    r"memmap_init_range (?P<memmap>-?\d+)us, "
+    r"set_zone_contiguous (?P<contig>-?\d+)us")
+ONLINE_PARTS = ("move_pfn_range_to_zone", "going_online",
+                "online_pages_range", "undo_isolate_page_range",
+                "zone_tuning", "mem_online")
+ONLINE_LINE = re.compile(
+    r"online_pages (?P<pages>\d+) pages in (?P<total>-?\d+)us: "
+    + ", ".join(f"{part} (?P<{part}>-?\\d+)us" for part in ONLINE_PARTS))
 MEMREMAP_LINE = re.compile(r"zd_memremap: \w+ range \S+ shift \d+ memremap (?P<ns>\d+) ns")
 SPLAT = re.compile(r"BUG:|WARNING:|Oops|KASAN:|general protection|"
                    r"Kernel panic|possible circular locking|INFO: task .* blocked")
@@ -26,11 +39,31 @@ class MemmapInit:
 
 
 @dataclasses.dataclass
+class MoveTiming:
+    """One move_pfn_range_to_zone() line: microseconds of each part."""
+    pages: int
+    zone: str
+    memmap_us: int
+    contig_us: int
+
+
+@dataclasses.dataclass
+class OnlineTiming:
+    """One online_pages() line: its total and ONLINE_PARTS, microseconds."""
+    pages: int
+    total_us: int
+    parts: dict
+
+
+@dataclasses.dataclass
 class Step:
     labels: dict
     kmsg: list
     memmap: list
     memremap_ns: list
+    moves: list = dataclasses.field(default_factory=list)
+    onlines: list = dataclasses.field(default_factory=list)
+    wall: dict | None = None     # "@@zdinit wall us=..." of a hotplug step
 
     @property
     def ms(self):
@@ -53,6 +86,7 @@ class GuestRun:
     splats: list
     rc: int | None
     checks: list = dataclasses.field(default_factory=list)
+    hotplug: dict = dataclasses.field(default_factory=dict)
 
     def verify_problem(self):
         """Why the kernel's memmap check does not count as a pass, or None.
@@ -90,6 +124,22 @@ def parse_memmap(line):
                       int(threads) if threads else None)
 
 
+def parse_move(line):
+    m = MOVE_LINE.search(line)
+    if not m:
+        return None
+    return MoveTiming(int(m.group("pages")), m.group("zone"),
+                      int(m.group("memmap")), int(m.group("contig")))
+
+
+def parse_online(line):
+    m = ONLINE_LINE.search(line)
+    if not m:
+        return None
+    return OnlineTiming(int(m.group("pages")), int(m.group("total")),
+                        {part: int(m.group(part)) for part in ONLINE_PARTS})
+
+
 def parse(console):
     run = GuestRun({}, [], [], [], {}, None, [], None)
     current = None
@@ -111,6 +161,11 @@ def parse(console):
             m = MEMREMAP_LINE.search(kline)
             if m:
                 current.memremap_ns.append(int(m.group("ns")))
+            move, online = parse_move(kline), parse_online(kline)
+            if move:
+                current.moves.append(move)
+            if online:
+                current.onlines.append(online)
             continue
         if not line.startswith("@@zdinit "):
             continue
@@ -137,6 +192,10 @@ def parse(console):
             run.devices.append(dict(_labels(attrs), name=name))
         elif kind == "region":
             run.region = _labels(rest)
+        elif kind == "wall" and current is not None:
+            current.wall = {k: int(v) for k, v in _labels(rest).items()}
+        elif kind == "hotplug":
+            run.hotplug = _labels(rest)
         elif kind == "check":
             run.checks.append(_labels(rest))
         elif kind == "verify":

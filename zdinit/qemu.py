@@ -36,11 +36,12 @@ def qemu_version():
 LABEL_SIZE = "128K"
 
 
-def _base_cmd(accel, ram_mb, nvdimms, labels=False):
+def _base_cmd(accel, ram_mb, nvdimms, labels=False, virtio_mem=0):
     # TCG's default 40 physical address bits stop at 1 TiB, below a large
     # NVDIMM placed above guest RAM; KVM takes the host's.
     cpu = "host" if accel == "kvm" else "max,phys-bits=46"
-    total = ram_mb + sum(size for _, size in nvdimms) // 2**20 + 1024
+    total = (ram_mb + (sum(size for _, size in nvdimms) + virtio_mem) // 2**20
+             + 1024)
     cmd = [QEMU, "-machine", "pc,nvdimm=on", "-accel", accel, "-cpu", cpu,
            "-smp", "2", "-m", f"{ram_mb}M,slots={len(nvdimms) + 1},"
            f"maxmem={total}M", "-nographic", "-no-reboot",
@@ -51,23 +52,30 @@ def _base_cmd(accel, ram_mb, nvdimms, labels=False):
                 "-device", f"nvdimm,id=nvdimm{i},memdev=nvmem{i}"
                 + (f",label-size={LABEL_SIZE}"
                    if labels and i == len(nvdimms) - 1 else "")]
+    if virtio_mem:
+        # All of it requested from the start: the guest plugs it when it
+        # loads virtio_mem.
+        cmd += ["-object", f"memory-backend-ram,id=vmem0,size={virtio_mem}",
+                "-device", "virtio-mem-pci,id=vm0,memdev=vmem0,"
+                f"requested-size={virtio_mem}"]
     return cmd
 
 
 def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
          timeout_s=600, log_path=None, label="guest", labels=False,
-         cmdline=()):
+         cmdline=(), virtio_mem=0):
     """Boot, stream the console into log_path, return the whole console.
 
     params become zdinit.KEY=VALUE for the guest scenario; cmdline holds
-    other kernel parameters, after the defaults so that they win.  The
+    other kernel parameters, after the defaults so that they win;
+    virtio_mem is the size of a virtio-mem-pci device to add (0: none).  The
     guest powers itself off; a guest that does not within timeout_s is
     killed and reported with the tail of its console.
     """
     deps.require_tool(QEMU, "qemu-system-x86")
     append = " ".join(["console=ttyS0", "panic=-1", "quiet", *cmdline]
                       + [f"zdinit.{k}={v}" for k, v in params.items()])
-    cmd = _base_cmd(accel, ram_mb, list(nvdimms), labels) + [
+    cmd = _base_cmd(accel, ram_mb, list(nvdimms), labels, virtio_mem) + [
         "-kernel", str(kernel.bzimage), "-initrd", str(initrd),
         "-append", append]
     started = time.monotonic()

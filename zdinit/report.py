@@ -58,9 +58,29 @@ def ratio_text(vs):
                                f"[{vs['ci95'][0]:.2f}-{vs['ci95'][1]:.2f}]")
 
 
+# The hotplug family's metrics in the bench table; results.json and the
+# breakdown table (hotplug_breakdown()) have every part.
+HOTPLUG_TABLE_METRICS = ("memmap_init_range", "set_zone_contiguous",
+                         "online_pages", "online wall", "offline wall",
+                         "add wall")
+# online_pages()'s parts (patch 0011), in the order the kernel runs them.
+ONLINE_PARTS = ("move_pfn_range_to_zone", "going_online",
+                "online_pages_range", "undo_isolate_page_range",
+                "zone_tuning", "mem_online")
+
+
+def row_label(r):
+    """'fsdax-dev', 'devdax-mem 2M', 'kmem movable mom: memmap_init_range'."""
+    if r.get("metric"):
+        return f"{r['scenario']} {r['variant']}: {r['metric']}"
+    return r["scenario"] + (f" {r['align']}" if r.get("align") else "")
+
+
 def rows(runs):
     out = []
     for r in runs:
+        if r.get("metric") and r["metric"] not in HOTPLUG_TABLE_METRICS:
+            continue
         ratio = ratio_text(r.get("vs_base"))
         strategy = r["strategy"]
         # "auto@1" asks for auto on one thread: compare the name alone.
@@ -68,8 +88,7 @@ def rows(runs):
             strategy += "->" + "/".join(r["resolved"])
         if r.get("threads") and r["threads"] != [1]:
             strategy += " x" + "/".join(map(str, r["threads"]))
-        out.append([r["scenario"] + (f" {r['align']}" if r.get("align") else ""),
-                    r["kernel"], strategy, str(r["pages"]),
+        out.append([row_label(r), r["kernel"], strategy, str(r["pages"]),
                     _fmt_ms(r["first_bind_ms"]), _fmt_ms(r["median_ms"]),
                     _fmt_ms(r["p10_ms"]), _fmt_ms(r["p90_ms"]),
                     _fmt_ms(r["min_ms"]), _fmt_ms(r["max_ms"]), str(r["n"]),
@@ -83,7 +102,7 @@ HEADER = ["scenario", "kernel", "strategy", "pages", "first ms", "median ms",
 
 def text_table(runs, header=HEADER, make_rows=rows):
     table = [header] + make_rows(runs)
-    widths = [max(len(row[i]) for row in table) for i in range(len(HEADER))]
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
              for row in table]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -97,9 +116,65 @@ def markdown_table(runs, header=HEADER, make_rows=rows):
     return "\n".join(lines)
 
 
+def _share(part, whole):
+    if part is None:
+        return "-"
+    if not whole:
+        return f"{part:.2f}"
+    return f"{part:.2f} ({100 * part / whole:.0f}%)"
+
+
+BREAKDOWN_HEADER = (["scenario", "kernel", "online wall ms", "online_pages",
+                     "memmap_init_range", "set_zone_contiguous"]
+                    + list(ONLINE_PARTS[1:]) + ["outside online_pages"])
+
+
+def breakdown_rows(runs):
+    """Per hotplug scenario/variant/kernel: the median ms of each part of
+    onlining all blocks, with its share of the median wall time."""
+    medians = {}
+    for r in runs:
+        if r.get("metric"):
+            key = (r["scenario"], r["variant"], r["kernel"])
+            medians.setdefault(key, {})[r["metric"]] = r["median_ms"]
+    out = []
+    for (scenario, variant, kernel), m in sorted(medians.items()):
+        wall = m.get("online wall")
+        if wall is None:
+            continue
+        online = m.get("online_pages")
+        outside = wall - online if online is not None else None
+        out.append([f"{scenario} {variant}", kernel, f"{wall:.2f}"]
+                   + [_share(m.get(part), wall) for part in
+                      ("online_pages", "memmap_init_range",
+                       "set_zone_contiguous", *ONLINE_PARTS[1:])]
+                   + [_share(outside, wall)])
+    return out
+
+
+def hotplug_breakdown(runs, table=None):
+    """The breakdown as a table (markdown_table or text_table), or ''."""
+    if not breakdown_rows(runs):
+        return ""
+    return (table or markdown_table)(runs, BREAKDOWN_HEADER, breakdown_rows)
+
+
 def summary_md(results):
     env = results["env"]
     accel = env["accel"].upper()
+    breakdown = hotplug_breakdown(results["runs"])
+    if breakdown:
+        breakdown = "\n".join([
+            "## Onlining: where the time goes", "",
+            "Medians over N cycles of onlining every added block, ms and "
+            "share of the online wall time (the guest writing each block's "
+            "state; the first onlining after the add is not counted).  "
+            "online_pages is the kernel's own total; memmap_init_range and "
+            "set_zone_contiguous are inside its move_pfn_range_to_zone "
+            "part (with memmap_on_memory, memmap_init_range also counts "
+            "the block's own memmap pages, set up before online_pages); "
+            "the others are its later parts.  Medians of parts need not "
+            "add up to the median whole.", "", breakdown, ""])
     return "\n".join([
         "# zdinit bench",
         "",
@@ -117,6 +192,7 @@ def summary_md(results):
         "",
         markdown_table(results["runs"]),
         "",
+        breakdown,
     ])
 
 
@@ -164,5 +240,7 @@ def write(results, directory):
     (directory / "results.json").write_text(json.dumps(results, indent=1)
                                             + "\n")
     (directory / "summary.md").write_text(summary_md(results))
-    if results["runs"]:
-        save_plot(plot, results["runs"], directory / "bench.png")
+    # One box per sample set: the hotplug family's parts are in the tables.
+    plotted = [r for r in results["runs"] if not r.get("metric")]
+    if plotted:
+        save_plot(plot, plotted, directory / "bench.png")

@@ -47,10 +47,20 @@ class Scenario:
     default_n: int
     default_aligns: tuple
     what: str
+    # "hotplug": memory onlined as System RAM (guest/hotplug.sh), measured
+    # per memory block state change rather than per namespace bind.
+    family: str = "memmap"
+    zones: tuple = ()            # zones the guest onlines into, in turn
+    boots: tuple = ((),)         # one boot per entry: its extra cmdline
+    virtio_mem: bool = False     # QEMU adds a virtio-mem-pci device of size
 
     @property
     def nvdimm(self):
         return self.mode is not None
+
+    @property
+    def hotplug(self):
+        return self.family == "hotplug"
 
 
 SCENARIOS = {s.name: s for s in [
@@ -68,7 +78,20 @@ SCENARIOS = {s.name: s for s in [
     Scenario("devprivate", None, "mem", 64 * GiB, 10, ("",),
              "DEVICE_PRIVATE memremap_pages() of RAM-less device memory, "
              "memmap in RAM"),
+    Scenario("kmem", "devdax", "dev", 16 * GiB, 5, ("2M",),
+             "devdax namespace given to kmem as System RAM, then offlined "
+             "and onlined, movable and normal; one boot with the memmap in "
+             "RAM, one with memmap_on_memory", family="hotplug",
+             zones=("movable", "normal"),
+             boots=((), ("memory_hotplug.memmap_on_memory=1",))),
+    Scenario("virtio-mem", None, None, 16 * GiB, 5, ("",),
+             "virtio-mem-pci plugged when the guest loads virtio_mem, then "
+             "offlined and onlined, movable and normal", family="hotplug",
+             zones=("movable", "normal"), virtio_mem=True),
 ]}
+# What "bench" runs when no --scenarios is given: the ZONE_DEVICE memmap
+# scenarios.  The hotplug family is asked for by name.
+DEFAULT_BENCH = tuple(name for name, sc in SCENARIOS.items() if not sc.hotplug)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +103,9 @@ class RunSpec:
 
     def memmap_ram_bytes(self):
         """Guest RAM the memmap needs (0 when it lives in the device)."""
+        if self.scenario.hotplug:
+            # Onlined memory has its memmap in RAM unless memmap_on_memory.
+            return self.size // PAGE * STRUCT_PAGE
         if self.scenario.map == "dev":
             return 0
         if self.scenario.mode == "devdax":
@@ -95,6 +121,9 @@ class RunSpec:
     def image_touched_bytes(self):
         """Bytes of the NVDIMM image the guest writes: info block + memmap."""
         memmap = self.size // PAGE * STRUCT_PAGE if self.scenario.map == "dev" else 0
+        if self.scenario.hotplug:
+            # kmem with memmap_on_memory writes a second memmap there.
+            memmap *= 2
         return memmap + 64 * MiB
 
 
@@ -116,7 +145,8 @@ def plan(names, size=None, n=None, aligns=None):
         sc = SCENARIOS[name]
         sz = parse_size(size) if isinstance(size, str) else (size or sc.default_size)
         count = sc.default_n if n is None else n
-        al = tuple(aligns) if aligns and sc.mode == "devdax" else sc.default_aligns
+        al = (tuple(aligns) if aligns and sc.mode == "devdax"
+              and not sc.hotplug else sc.default_aligns)
         if not 1 <= count <= MAX_N:
             raise UsageError(f"--n must be 1..{MAX_N}, not {count}")
         if sz < 2 * SECTION or sz % SECTION or sz > MAX_SIZE:

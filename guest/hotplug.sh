@@ -1,0 +1,149 @@
+# zdinit guest: memory onlining scenarios (kmem, virtio-mem), sourced by
+# scenario.sh.  Memory is added once, then offlined and onlined again
+# ROUNDS times into each zone of zdinit.zones; every step reports the
+# kernel's own lines (patch 0011's move_pfn_range_to_zone and online_pages
+# timings) and, in a "wall" marker, the wall time of the whole operation
+# as user space sees it.
+
+MEMDIR=/sys/devices/system/memory
+HP_ZONES=$(param zones movable,normal | tr , ' ')
+
+hp_state() {
+	case "$1" in
+	movable) echo online_movable ;;
+	normal) echo online_kernel ;;
+	*) fail "unknown zone '$1'" ;;
+	esac
+}
+
+hp_blocks() {
+	for block in $MEMDIR/memory[0-9]*; do
+		echo "${block##*memory}"
+	done | sort -n
+}
+
+# The blocks present now that were not in the list saved by hp_mark.
+hp_mark() {
+	hp_blocks > /tmp/hp-before
+}
+
+hp_new_blocks() {
+	hp_blocks | grep -vxF -f /tmp/hp-before
+}
+
+# The timing lines are pr_debug()s: switch them on.  A kernel without
+# patch 0011 has none in move_pfn_range_to_zone(); it reports wall times
+# only.
+hp_debug() {
+	for func in move_pfn_range_to_zone online_pages; do
+		echo "func $func +p" > /sys/kernel/debug/dynamic_debug/control ||
+			fail "cannot enable the $func pr_debug"
+	done
+}
+
+# Like step, but the command prints "us=..." (zdonline or hp_timed), which
+# is passed on in a "wall" marker.
+hp_step() {
+	label=$1
+	shift
+	kmsg
+	emit "begin $label"
+	out=$("$@" 2>&1) || { echo "$out"; fail "step '$label' failed: $*"; }
+	kmsg
+	emit "wall $out"
+	emit "done $label"
+}
+
+hp_timed() {
+	t0=$(/zdinit/zdonline now)
+	"$@" || return 1
+	t1=$(/zdinit/zdonline now)
+	echo "us=$((t1 - t0))"
+}
+
+hp_info() {
+	bytes=$(cat $MEMDIR/block_size_bytes)
+	emit "hotplug blocks=$(echo $HP_BLOCKS | wc -w) block_bytes=$((0x$bytes)) mom=$HP_MOM"
+}
+
+# Offline every added block, then online it into the next zone; the
+# rounds rotate the zones like the strategies elsewhere.
+hp_cycles() {
+	zone=$1
+	round=1
+	while [ $round -le "$ROUNDS" ]; do
+		for next in $HP_ZONES; do
+			hp_step "phase=offline strategy=default zone=$zone mom=$HP_MOM iter=$round" \
+				/zdinit/zdonline offline $HP_BLOCKS
+			hp_step "phase=online strategy=default zone=$next mom=$HP_MOM iter=$round" \
+				/zdinit/zdonline "$(hp_state $next)" $HP_BLOCKS
+			zone=$next
+		done
+		round=$((round + 1))
+	done
+}
+
+hp_kmem_bind() {
+	echo dax0.0 > /sys/bus/dax/drivers/kmem/new_id
+}
+
+# A devdax namespace of the NVDIMM handed to the kmem driver (what
+# "daxctl reconfigure-device --mode=system-ram --no-online" does, through
+# sysfs), its memmap in the new memory itself when booted with
+# memory_hotplug.memmap_on_memory=1.
+kmem() {
+	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
+	hp_debug
+	ndctl create-namespace -f -e $NS -m devdax -M dev -a 2M >/dev/null ||
+		fail "create-namespace devdax"
+	show_geometry 2M
+	dax=/sys/bus/dax/devices/dax0.0
+	echo dax0.0 > /sys/bus/dax/drivers/device_dax/unbind ||
+		fail "unbind dax0.0 from device_dax"
+	if [ "$HP_MOM" = Y ]; then
+		echo 1 > $dax/memmap_on_memory || fail "dax0.0 memmap_on_memory"
+	fi
+	echo offline > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
+	hp_mark
+	hp_step "phase=add strategy=default zone= mom=$HP_MOM" hp_timed hp_kmem_bind
+	HP_BLOCKS=$(hp_new_blocks)
+	[ -n "$HP_BLOCKS" ] || fail "kmem added no memory blocks"
+	hp_info
+	first=${HP_ZONES%% *}
+	hp_step "phase=first strategy=default zone=$first mom=$HP_MOM" \
+		/zdinit/zdonline "$(hp_state $first)" $HP_BLOCKS
+	hp_cycles "$first"
+}
+
+# Load virtio_mem with the device's requested size already set: the driver
+# plugs it block by block, each block onlined as it is added; done when
+# SIZE bytes of new blocks are online.
+hp_plug() {
+	insmod /zdinit/virtio_mem.ko || return 1
+	want=$((SIZE / 0x$(cat $MEMDIR/block_size_bytes)))
+	waited=0
+	while :; do
+		online=0
+		for block in $(hp_new_blocks); do
+			[ "$(cat $MEMDIR/memory$block/state)" = online ] &&
+				online=$((online + 1))
+		done
+		[ $online -ge $want ] && return 0
+		waited=$((waited + 1))
+		[ $waited -lt 30000 ] || { echo "$online of $want blocks online"; return 1; }
+		usleep 10000
+	done
+}
+
+virtio_mem() {
+	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
+	hp_debug
+	first=${HP_ZONES%% *}
+	hp_state "$first" > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
+	hp_mark
+	hp_step "phase=first strategy=default zone=$first mom=$HP_MOM" hp_timed hp_plug
+	echo offline > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
+	HP_BLOCKS=$(hp_new_blocks)
+	hp_info
+	hp_cycles "$first"
+}

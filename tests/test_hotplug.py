@@ -1,0 +1,204 @@
+"""The hotplug family: patch 0011's lines, the checks and the tables."""
+import re
+
+import pytest
+
+from conftest import ROOT
+from zdinit import bench, hotplug, parse, report, scenarios
+from zdinit.errors import ZdinitError
+
+BLOCK_PAGES = 32768              # 128 MiB memory blocks
+VMEMMAP_PAGES = 512              # a block's own memmap with memmap_on_memory
+
+
+def patch_formats():
+    """The pr_debug() format strings patch 0011 adds, from the patch."""
+    patch = next((ROOT / "patches/linux-6.12").glob("*-mm-memory_hotplug-time-*"))
+    return re.findall(r'^\+\s*pr_debug\("(.*)\\n",', patch.read_text(), re.M)
+
+
+def kernel_printf(fmt, *args):
+    """What the kernel prints for fmt: %s, %lu and %lld, in order."""
+    values = iter(args)
+    return re.sub(r"%(?:s|lu|lld)", lambda m: str(next(values)), fmt)
+
+
+def test_patch_formats_parse():
+    move_fmt, online_fmt = patch_formats()
+    move = parse.parse_move("[   3.1] " + kernel_printf(
+        move_fmt, "move_pfn_range_to_zone", 32768, "Movable", 1234, 56))
+    assert move == parse.MoveTiming(32768, "Movable", 1234, 56)
+    online = parse.parse_online(kernel_printf(
+        online_fmt, "online_pages", 32768, 2000, 1300, 4, 500, 90, 100, 6))
+    assert online.pages == 32768 and online.total_us == 2000
+    assert list(online.parts.values()) == [1300, 4, 500, 90, 100, 6]
+    assert list(online.parts) == list(parse.ONLINE_PARTS)
+
+
+def test_online_parts_are_the_reports():
+    assert report.ONLINE_PARTS == parse.ONLINE_PARTS
+
+
+def test_other_lines_do_not_parse():
+    assert parse.parse_online("online_pages [mem 0x1-0x2] failed") is None
+    assert parse.parse_move("memmap_init_zone_device initialised 1 pages "
+                            "in 1us") is None
+
+
+def guest_log(blocks=4, n=1, zones=("movable", "normal"), mom="N",
+              timed=True):
+    """A console as guest/hotplug.sh writes it for kmem."""
+    lines = ["@@zdinit start scenario=kmem kernel=6.12 size=1",
+             f"@@zdinit begin phase=add strategy=default zone= mom={mom}",
+             "@@zdinit wall us=9000", "@@zdinit done x",
+             f"@@zdinit hotplug blocks={blocks} block_bytes=134217728 mom={mom}"]
+
+    def online(label, memmap_us):
+        lines.append(f"@@zdinit begin {label}")
+        for _ in range(blocks if timed else 0):
+            pages = BLOCK_PAGES
+            if mom == "Y":
+                lines.append(f"@@kmsg [ 1.0] move_pfn_range_to_zone "
+                             f"{VMEMMAP_PAGES} pages to Movable: "
+                             "memmap_init_range 10us, set_zone_contiguous 1us")
+                pages -= VMEMMAP_PAGES
+            lines.append(f"@@kmsg [ 1.0] move_pfn_range_to_zone {pages} pages "
+                         f"to Movable: memmap_init_range {memmap_us}us, "
+                         "set_zone_contiguous 100us")
+            lines.append(f"@@kmsg [ 1.0] online_pages {pages} pages in 2000us:"
+                         f" move_pfn_range_to_zone {memmap_us + 110}us, "
+                         "going_online 5us, online_pages_range 400us, "
+                         "undo_isolate_page_range 50us, zone_tuning 30us, "
+                         "mem_online 5us")
+        lines.extend(["@@zdinit wall us=10000", "@@zdinit done x"])
+
+    online(f"phase=first strategy=default zone={zones[0]} mom={mom}", 1500)
+    zone = zones[0]
+    for i in range(1, n + 1):
+        for nxt in zones:
+            lines += [f"@@zdinit begin phase=offline strategy=default "
+                      f"zone={zone} mom={mom} iter={i}",
+                      "@@zdinit wall us=3000", "@@zdinit done x"]
+            online(f"phase=online strategy=default zone={nxt} mom={mom} "
+                   f"iter={i}", 1000 + i)
+            zone = nxt
+    lines.append("@@zdinit end rc=0")
+    return "\n".join(lines)
+
+
+def spec(n=1):
+    return scenarios.plan(["kmem"], size="1G", n=n)[0]
+
+
+@pytest.mark.parametrize("mom", ["N", "Y"])
+def test_check_run_accepts_a_complete_run(mom):
+    run = parse.parse(guest_log(mom=mom))
+    hotplug.check_run(spec(), run, "kmem", timed=True)
+    first = run.steps[1]
+    assert first.wall == {"us": 10000}
+    assert len(first.onlines) == 4
+    assert len(first.moves) == (8 if mom == "Y" else 4)
+
+
+def test_check_run_without_timing_lines_needs_only_walls():
+    hotplug.check_run(spec(), parse.parse(guest_log(timed=False)), "kmem",
+                      timed=False)
+    with pytest.raises(ZdinitError, match="0 online_pages timing lines for 4"):
+        hotplug.check_run(spec(), parse.parse(guest_log(timed=False)), "kmem",
+                          timed=True)
+
+
+@pytest.mark.parametrize("old, new, why", [
+    ("online_pages 32768 pages in 2000us", "online_pages in 2000us",
+     "3 online_pages timing lines for 4 blocks"),
+    ("move_pfn_range_to_zone 32768 pages", "move_pfn_range_to_zone 32767 pages",
+     "memmap of 131071 pages initialised, 4 blocks have 131072"),
+    ("@@zdinit wall us=3000\n", "", "reported no wall time"),
+    ("@@zdinit hotplug blocks=4", "@@zdinit hotplug blocks=0",
+     "no memory block was added"),
+    ("@@zdinit end rc=0", "@@kmsg [ 2.0] BUG: Bad page state\n@@zdinit end rc=0",
+     "BUG: Bad page state"),
+])
+def test_check_run_rejects(old, new, why):
+    text = guest_log()
+    assert old in text
+    with pytest.raises(ZdinitError, match=why):
+        hotplug.check_run(spec(), parse.parse(text.replace(old, new, 1)),
+                          "kmem", timed=True)
+
+
+def test_check_run_counts_the_cycles():
+    with pytest.raises(ZdinitError, match="2 online steps, expected 3 x 2"):
+        hotplug.check_run(spec(n=3), parse.parse(guest_log(n=1)), "kmem",
+                          timed=True)
+
+
+def test_samples_and_tables():
+    samples = {}
+    for kernel in ("base", "patched"):
+        run = parse.parse(guest_log(n=3, mom="Y", timed=kernel == "patched"))
+        hotplug.collect(samples, spec(3), run, kernel, first_round=True)
+    # The first onlining after the add is the "first" column, not a sample.
+    memmap = samples[("kmem", "movable mom: memmap_init_range", "patched",
+                      "default")]
+    assert memmap["first_bind_ms"] == 4 * (1500 + 10) / 1000
+    assert memmap["samples_ms"] == [4 * (1000 + i + 10) / 1000 for i in (1, 2, 3)]
+    assert ("kmem", "movable mom: memmap_init_range", "base",
+            "default") not in samples
+    # Each round onlines into each zone once; offlining is labelled with
+    # the zone it leaves: movable, movable, then normal, movable, ...
+    offline = {zone: samples[("kmem", f"{zone} mom: offline wall", "base",
+                              "default")]["samples_ms"]
+               for zone in ("movable", "normal")}
+    assert offline == {"movable": [3.0] * 4, "normal": [3.0] * 2}
+    assert samples[("kmem", "add mom: add wall", "base",
+                    "default")]["samples_ms"] == [9.0]
+
+    runs = bench.runs_table(samples, [spec(3)])
+    wall = next(r for r in runs if r["kernel"] == "patched"
+                and r["variant"] == "movable mom" and r["metric"] == "online wall")
+    assert wall["align"] is None and wall["median_ms"] == 10.0
+    assert wall["vs_base"]["speedup"] == 1.0
+    table = report.text_table(runs)
+    assert "kmem movable mom: memmap_init_range" in table
+    assert "going_online" not in table          # breakdown only
+
+    breakdown = report.breakdown_rows(runs)
+    row = next(r for r in breakdown if r[:2] == ["kmem movable mom", "patched"])
+    header = report.BREAKDOWN_HEADER
+    assert row[header.index("online wall ms")] == "10.00"
+    # 4 blocks x 2000 us of online_pages in 10 ms of wall time.
+    assert row[header.index("online_pages")] == "8.00 (80%)"
+    assert row[header.index("memmap_init_range")] == "4.05 (40%)"
+    assert row[header.index("outside online_pages")] == "2.00 (20%)"
+    base = next(r for r in breakdown if r[:2] == ["kmem movable mom", "base"])
+    assert base[header.index("online_pages")] == "-"
+    assert "Onlining: where the time goes" in report.summary_md(
+        {"env": {"accel": "tcg", "accel_reason": "x", "kernels": {},
+                 "host_cpu": "x", "host_cpus": 2, "host_kernel": "x",
+                 "qemu": "x", "project_rev": "x"},
+         "command": "x", "runs": runs})
+
+
+def test_hotplug_scenarios_are_not_in_the_default_bench():
+    assert "kmem" not in scenarios.DEFAULT_BENCH
+    assert "fsdax-dev" in scenarios.DEFAULT_BENCH
+    kmem = scenarios.SCENARIOS["kmem"]
+    assert kmem.hotplug and kmem.zones == ("movable", "normal")
+    assert ("memory_hotplug.memmap_on_memory=1",) in kmem.boots
+
+
+def test_boot_params_of_a_hotplug_scenario():
+    target = bench.Target(None, None, ("auto", "slow"))
+    params = bench.boot_params(spec(), target, 2, False, ("2M",))
+    assert params["strategies"] == "default"
+    assert params["zones"] == "movable,normal"
+    assert params["n"] == 2
+
+
+def test_virtio_mem_device_on_the_qemu_command_line():
+    from zdinit import qemu
+    cmd = " ".join(qemu._base_cmd("tcg", 1024, [], virtio_mem=16 << 30))
+    assert "virtio-mem-pci,id=vm0,memdev=vmem0,requested-size=17179869184" in cmd
+    # maxmem covers boot RAM, the device and slack.
+    assert f"maxmem={1024 + 16384 + 1024}M" in cmd

@@ -1,0 +1,97 @@
+"""The hotplug family (kmem, virtio-mem): checks and samples per step.
+
+A hotplug step changes the state of every memory block the guest added
+(guest/hotplug.sh).  Its samples are the guest's wall time of the whole
+operation and, on a kernel with patch 0011, the sums over those blocks of
+what move_pfn_range_to_zone() and online_pages() report, in ms.
+"""
+from zdinit import build, parse, source
+from zdinit.errors import ZdinitError
+
+PAGE = 4096
+ONLINE_PHASES = ("first", "online")
+
+
+def times_onlining(variant):
+    """Whether the kernel variant carries patch 0011's timing lines."""
+    return build.VARIANTS.get(variant, (None, None))[1] == source.PATCHES
+
+
+def variant_label(step):
+    """'movable', 'normal mom' (memmap_on_memory), 'add mom', ..."""
+    labels = step.labels
+    what = labels.get("zone") or labels["phase"]
+    return what + (" mom" if labels.get("mom") == "Y" else "")
+
+
+def step_metrics(step):
+    """{metric: ms} for one step."""
+    phase = step.labels["phase"]
+    metrics = {}
+    if step.wall and "us" in step.wall:
+        wall = "online" if phase in ONLINE_PHASES else phase
+        metrics[f"{wall} wall"] = step.wall["us"] / 1000.0
+    if step.moves:
+        metrics["memmap_init_range"] = sum(m.memmap_us for m in step.moves) / 1000.0
+        metrics["set_zone_contiguous"] = sum(m.contig_us for m in step.moves) / 1000.0
+    if step.onlines:
+        metrics["online_pages"] = sum(o.total_us for o in step.onlines) / 1000.0
+        for part in parse.ONLINE_PARTS:
+            metrics[part] = sum(o.parts[part] for o in step.onlines) / 1000.0
+    return metrics
+
+
+def check_run(spec, run, label, timed):
+    """Every step reported its wall time; with timed, the kernel timed
+    every block it onlined, and the pages add up to the blocks."""
+    if run.splats:
+        raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
+    try:
+        blocks = int(run.hotplug["blocks"])
+        block_pages = int(run.hotplug["block_bytes"]) // PAGE
+    except (KeyError, ValueError):
+        raise ZdinitError(f"{label}: the guest reported no memory blocks") from None
+    if not blocks:
+        raise ZdinitError(f"{label}: no memory block was added")
+    phases = [s.labels.get("phase") for s in run.steps]
+    if phases.count("online") != spec.n * len(spec.scenario.zones):
+        raise ZdinitError(f"{label}: {phases.count('online')} online steps, "
+                          f"expected {spec.n} x {len(spec.scenario.zones)} zones")
+    for step in run.steps:
+        if not step.wall or "us" not in step.wall:
+            raise ZdinitError(f"{label}: step {step.labels} reported no wall time")
+        if step.labels["phase"] not in ONLINE_PHASES or not timed:
+            continue
+        if len(step.onlines) != blocks:
+            raise ZdinitError(f"{label}: step {step.labels}: {len(step.onlines)} "
+                              f"online_pages timing lines for {blocks} blocks")
+        pages = sum(m.pages for m in step.moves)
+        if pages != blocks * block_pages:
+            raise ZdinitError(f"{label}: step {step.labels}: memmap of {pages} "
+                              f"pages initialised, {blocks} blocks have "
+                              f"{blocks * block_pages}")
+
+
+def collect(samples, spec, run, kernel, first_round):
+    """Add run's samples: key (scenario, 'variant: metric', kernel, 'default')."""
+    pages = int(run.hotplug["blocks"]) * int(run.hotplug["block_bytes"]) // PAGE
+    for step in run.steps:
+        phase = step.labels["phase"]
+        for metric, ms in step_metrics(step).items():
+            key = (spec.scenario.name, f"{variant_label(step)}: {metric}",
+                   kernel, "default")
+            entry = samples.setdefault(key, {
+                "first_bind_ms": None, "samples_ms": [], "pages": pages,
+                "written": None, "resolved": set(), "threads": set()})
+            if phase == "first":
+                if first_round:
+                    entry["first_bind_ms"] = ms
+            else:
+                entry["samples_ms"].append(ms)
+
+
+def split_record(record):
+    """A runs_table() record of the family: 'align' becomes variant, metric."""
+    variant, _, metric = record.pop("align").partition(": ")
+    record.update(align=None, variant=variant, metric=metric)
+    return record
