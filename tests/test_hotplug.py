@@ -202,3 +202,42 @@ def test_virtio_mem_device_on_the_qemu_command_line():
     assert "virtio-mem-pci,id=vm0,memdev=vmem0,requested-size=17179869184" in cmd
     # maxmem covers boot RAM, the device and slack.
     assert f"maxmem={1024 + 16384 + 1024}M" in cmd
+
+
+def real(name):
+    """A console captured from a real 1G run (patched kernel, N=1)."""
+    from conftest import DATA
+    return (DATA / name).read_text()
+
+
+@pytest.mark.parametrize("log, scenario, blocks", [
+    ("kmem-mom-patched.log", "kmem", 7),
+    ("virtio-mem-patched.log", "virtio-mem", 8),
+])
+def test_real_logs(log, scenario, blocks):
+    run = parse.parse(real(log))
+    plan = scenarios.plan([scenario], size="1G", n=1)[0]
+    hotplug.check_run(plan, run, scenario, timed=True)
+    assert int(run.hotplug["blocks"]) == blocks
+    online = [s for s in run.steps if s.labels["phase"] in ("first", "online")]
+    assert len(online) == 3
+    for step in online:
+        assert len(step.onlines) == blocks
+        # The kernel's parts add up to its total, to rounding.
+        for line in step.onlines:
+            assert abs(sum(line.parts.values()) - line.total_us) <= 6
+        metrics = hotplug.step_metrics(step)
+        assert 0 < metrics["memmap_init_range"] < metrics["online_pages"] \
+            < metrics["online wall"]
+    if run.hotplug["mom"] == "Y":
+        # memmap_on_memory: each block's own memmap pages first.
+        assert [m.pages for m in online[0].moves[:2]] == [512, 32256]
+
+
+def test_real_log_missing_a_block_is_rejected():
+    text = real("kmem-mom-patched.log")
+    line = next(l for l in text.splitlines() if "online_pages 32256" in l)
+    run = parse.parse(text.replace(line + "\n", "", 1))
+    with pytest.raises(ZdinitError, match="6 online_pages timing lines for 7"):
+        hotplug.check_run(scenarios.plan(["kmem"], size="1G", n=1)[0], run,
+                          "kmem", timed=True)
