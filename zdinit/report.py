@@ -193,7 +193,13 @@ def summary_md(results):
         f"- project revision: {env['project_rev']}",
         "",
         "Times are memmap_init_zone_device()'s own (pr_debug), per rebind;"
-        " medians over N rebinds, interleaved across boots and strategies.",
+        " medians over N rebinds, interleaved across boots and strategies."
+        if any(not r.get("metric") for r in results["runs"]) else "",
+        "kmem and virtio-mem rows: ms to change the state of every added "
+        "memory block, the kernel's own sums over the blocks (patch 11, "
+        "patched kernel only) and the guest's wall time; medians over N "
+        "offline/online cycles, interleaved across boots and kernels."
+        if any(r.get("metric") for r in results["runs"]) else "",
         "Under TCG they count emulated instructions, not cache or memory "
         "effects: see lab results for hardware." if accel == "TCG" else "",
         "",
