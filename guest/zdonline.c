@@ -7,6 +7,10 @@
  *   zdonline now
  *   zdonline STATE BLOCK...
  *
+ * Both first wait until the console has sent everything written to it:
+ * the serial port would otherwise keep interrupting the guest with the
+ * kernel log the scenario just forwarded, inside the time measured.
+ *
  * "now" prints CLOCK_MONOTONIC in microseconds.  Otherwise STATE
  * ("online_movable", "online_kernel", "offline", ...) is written to
  * /sys/devices/system/memory/memoryBLOCK/state for each BLOCK in turn,
@@ -20,8 +24,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
+
+static void drain_console(void)
+{
+	int fd = open("/dev/console", O_WRONLY | O_NOCTTY);
+
+	if (fd >= 0) {
+		tcdrain(fd);
+		close(fd);
+	}
+}
 
 static long long now_us(void)
 {
@@ -36,6 +51,7 @@ int main(int argc, char **argv)
 	long long start, total, slowest = 0;
 	int i;
 
+	drain_console();
 	if (argc == 2 && !strcmp(argv[1], "now")) {
 		printf("%lld\n", now_us());
 		return 0;

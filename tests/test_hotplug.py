@@ -170,7 +170,10 @@ def test_samples_and_tables():
     # 4 blocks x 2000 us of online_pages in 10 ms of wall time.
     assert row[header.index("online_pages")] == "8.00 (80%)"
     assert row[header.index("memmap_init_range")] == "4.05 (40%)"
-    assert row[header.index("outside online_pages")] == "2.00 (20%)"
+    # memmap_on_memory: 4 blocks' own memmap moves, 11 us each, are
+    # outside online_pages.
+    assert row[header.index("vmemmap moves")] == "0.04 (0%)"
+    assert row[header.index("rest outside online_pages")] == "1.96 (20%)"
     base = next(r for r in breakdown if r[:2] == ["kmem movable mom", "base"])
     assert base[header.index("online_pages")] == "-"
     assert "Onlining: where the time goes" in report.summary_md(
@@ -202,3 +205,46 @@ def test_virtio_mem_device_on_the_qemu_command_line():
     assert "virtio-mem-pci,id=vm0,memdev=vmem0,requested-size=17179869184" in cmd
     # maxmem covers boot RAM, the device and slack.
     assert f"maxmem={1024 + 16384 + 1024}M" in cmd
+
+
+def real(name):
+    """A console captured from a real 1G run (patched kernel, N=1)."""
+    from conftest import DATA
+    return (DATA / name).read_text()
+
+
+@pytest.mark.parametrize("log, scenario, blocks", [
+    ("kmem-mom-patched.log", "kmem", 7),
+    ("virtio-mem-patched.log", "virtio-mem", 8),
+])
+def test_real_logs(log, scenario, blocks):
+    run = parse.parse(real(log))
+    plan = scenarios.plan([scenario], size="1G", n=1)[0]
+    hotplug.check_run(plan, run, scenario, timed=True)
+    assert int(run.hotplug["blocks"]) == blocks
+    online = [s for s in run.steps if s.labels["phase"] in ("first", "online")]
+    assert len(online) == 3
+    for step in online:
+        assert len(step.onlines) == blocks
+        # The kernel's parts add up to its total, to rounding.
+        for line in step.onlines:
+            assert abs(sum(line.parts.values()) - line.total_us) <= 6
+        metrics = hotplug.step_metrics(step)
+        assert 0 < metrics["memmap_init_range"] < metrics["online_pages"] \
+            < metrics["online wall"]
+    before = [hotplug.moves_before_online(step) for step in online]
+    if run.hotplug["mom"] == "Y":
+        # memmap_on_memory: each block's own memmap pages first.
+        assert [m.pages for m in online[0].moves[:2]] == [512, 32256]
+        assert all([m.pages for m in b] == [512] * blocks for b in before)
+    else:
+        assert before == [[]] * 3
+
+
+def test_real_log_missing_a_block_is_rejected():
+    text = real("kmem-mom-patched.log")
+    line = next(l for l in text.splitlines() if "online_pages 32256" in l)
+    run = parse.parse(text.replace(line + "\n", "", 1))
+    with pytest.raises(ZdinitError, match="6 online_pages timing lines for 7"):
+        hotplug.check_run(scenarios.plan(["kmem"], size="1G", n=1)[0], run,
+                          "kmem", timed=True)

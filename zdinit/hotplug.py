@@ -5,6 +5,8 @@ A hotplug step changes the state of every memory block the guest added
 operation and, on a kernel with patch 0011, the sums over those blocks of
 what move_pfn_range_to_zone() and online_pages() report, in ms.
 """
+import collections
+
 from zdinit import build, parse, source
 from zdinit.errors import ZdinitError
 
@@ -24,6 +26,20 @@ def variant_label(step):
     return what + (" mom" if labels.get("mom") == "Y" else "")
 
 
+def moves_before_online(step):
+    """The move_pfn_range_to_zone() lines of a step that no online_pages()
+    line contains: with memmap_on_memory, each block's own memmap pages,
+    moved by mhp_init_memmap_on_memory() before online_pages() runs."""
+    inside = collections.Counter(o.pages for o in step.onlines)
+    outside = []
+    for move in step.moves:
+        if inside[move.pages]:
+            inside[move.pages] -= 1
+        else:
+            outside.append(move)
+    return outside
+
+
 def step_metrics(step):
     """{metric: ms} for one step."""
     phase = step.labels["phase"]
@@ -38,6 +54,10 @@ def step_metrics(step):
         metrics["online_pages"] = sum(o.total_us for o in step.onlines) / 1000.0
         for part in parse.ONLINE_PARTS:
             metrics[part] = sum(o.parts[part] for o in step.onlines) / 1000.0
+        before = moves_before_online(step)
+        if before:
+            metrics["vmemmap moves"] = sum(m.memmap_us + m.contig_us
+                                           for m in before) / 1000.0
     return metrics
 
 

@@ -55,7 +55,8 @@ def _base_cmd(accel, ram_mb, nvdimms, labels=False, virtio_mem=0):
     if virtio_mem:
         # All of it requested from the start: the guest plugs it when it
         # loads virtio_mem.
-        cmd += ["-object", f"memory-backend-ram,id=vmem0,size={virtio_mem}",
+        cmd += ["-object", "memory-backend-ram,id=vmem0,reserve=off,"
+                f"size={virtio_mem}",
                 "-device", "virtio-mem-pci,id=vm0,memdev=vmem0,"
                 f"requested-size={virtio_mem}"]
     return cmd

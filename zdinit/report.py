@@ -126,7 +126,8 @@ def _share(part, whole):
 
 BREAKDOWN_HEADER = (["scenario", "kernel", "online wall ms", "online_pages",
                      "memmap_init_range", "set_zone_contiguous"]
-                    + list(ONLINE_PARTS[1:]) + ["outside online_pages"])
+                    + list(ONLINE_PARTS[1:])
+                    + ["vmemmap moves", "rest outside online_pages"])
 
 
 def breakdown_rows(runs):
@@ -143,11 +144,14 @@ def breakdown_rows(runs):
         if wall is None:
             continue
         online = m.get("online_pages")
-        outside = wall - online if online is not None else None
+        outside = None
+        if online is not None:
+            outside = wall - online - m.get("vmemmap moves", 0.0)
         out.append([f"{scenario} {variant}", kernel, f"{wall:.2f}"]
                    + [_share(m.get(part), wall) for part in
                       ("online_pages", "memmap_init_range",
-                       "set_zone_contiguous", *ONLINE_PARTS[1:])]
+                       "set_zone_contiguous", *ONLINE_PARTS[1:],
+                       "vmemmap moves")]
                    + [_share(outside, wall)])
     return out
 
@@ -170,11 +174,14 @@ def summary_md(results):
             "share of the online wall time (the guest writing each block's "
             "state; the first onlining after the add is not counted).  "
             "online_pages is the kernel's own total; memmap_init_range and "
-            "set_zone_contiguous are inside its move_pfn_range_to_zone "
-            "part (with memmap_on_memory, memmap_init_range also counts "
-            "the block's own memmap pages, set up before online_pages); "
-            "the others are its later parts.  Medians of parts need not "
-            "add up to the median whole.", "", breakdown, ""])
+            "set_zone_contiguous count every move_pfn_range_to_zone(): "
+            "the one inside online_pages and, with memmap_on_memory "
+            "(mom), the one for the block's own memmap pages before it, "
+            "which is also the vmemmap moves column; going_online to "
+            "mem_online are online_pages' later parts; the rest is sysfs, "
+            "locking and memory_block_online() around them.  Medians of "
+            "parts need not add up to the median whole.", "", breakdown,
+            ""])
     return "\n".join([
         "# zdinit bench",
         "",
@@ -186,7 +193,13 @@ def summary_md(results):
         f"- project revision: {env['project_rev']}",
         "",
         "Times are memmap_init_zone_device()'s own (pr_debug), per rebind;"
-        " medians over N rebinds, interleaved across boots and strategies.",
+        " medians over N rebinds, interleaved across boots and strategies."
+        if any(not r.get("metric") for r in results["runs"]) else "",
+        "kmem and virtio-mem rows: ms to change the state of every added "
+        "memory block, the kernel's own sums over the blocks (patch 11, "
+        "patched kernel only) and the guest's wall time; medians over N "
+        "offline/online cycles, interleaved across boots and kernels."
+        if any(r.get("metric") for r in results["runs"]) else "",
         "Under TCG they count emulated instructions, not cache or memory "
         "effects: see lab results for hardware." if accel == "TCG" else "",
         "",

@@ -12,6 +12,7 @@ STRUCT_PAGE = 64             # sizeof(struct page) in the guest kernel
 REUSE_PAGES = 128            # struct pages per compound page with tail reuse
 ALIGNS = {"4K": 4096, "2M": 2 * MiB, "1G": GiB}
 MAX_SIZE = 1 << 40
+HOTPLUG_LOW_RAM_MB = 3 * 1024    # the pc machine's RAM below 4 GiB
 MAX_N = 1000
 
 # The memmap strategies the series' debugfs knob takes.  "NAME@T" also
@@ -116,6 +117,13 @@ class RunSpec:
 
     def guest_ram_mb(self):
         need = 1024 * MiB + self.memmap_ram_bytes() * 5 // 4
+        if self.scenario.hotplug:
+            # QEMU's pc machine puts RAM beyond 3 GiB above 4 GiB.  Without
+            # any, ZONE_NORMAL holds only the onlined memory: every kernel
+            # allocation lands there and it can never be offlined again.
+            # Whole GiBs up there, so the device memory region that QEMU
+            # aligns to 1 GiB follows boot RAM without a hole.
+            return HOTPLUG_LOW_RAM_MB + max(2 * 1024, -(-need // GiB) * 1024)
         return -(-need // (256 * MiB)) * 256
 
     def image_touched_bytes(self):
