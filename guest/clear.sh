@@ -4,9 +4,8 @@
 # strategies: "default" (a kernel without the switch), "cached" (the
 # streaming clear switched off: stream=never) and "stream" (every run of a
 # huge folio away from the fault's neighbourhood streamed, whatever its
-# size: stream=always; the rule the kernel chose at boot, stream=auto,
-# would stream no 32M batch or 1G run, nor anything at all without CLZERO,
-# as under TCG, where the streaming clear is MOVNTI).
+# size: stream=always; the kernel's own default streams only on CPUs with
+# CLZERO, so under TCG it is never and the forced streaming clear is MOVNTI).
 
 CLEAR_KNOBS=/sys/kernel/debug/folio_zero_user
 PAGES=$(param pages 2M | tr , ' ')
