@@ -44,14 +44,9 @@ hp_debug() {
 # Like step, but the command prints "us=..." (zdonline or hp_timed), which
 # is passed on in a "wall" marker.
 hp_step() {
-	label=$1
-	shift
-	kmsg
-	emit "begin $label"
-	out=$("$@" 2>&1) || { echo "$out"; fail "step '$label' failed: $*"; }
-	kmsg
+	step_run "$@"
 	emit "wall $out"
-	emit "done $label"
+	step_close
 }
 
 hp_timed() {

@@ -43,15 +43,25 @@ fail() {
 }
 
 # Run one measured step: everything the kernel logs while "$@" runs is
-# attached to this step by the host.
-step() {
+# attached to this step by the host.  step_run leaves the step open, with
+# the command's output in $out, for a caller that reports more before
+# step_close.
+step_run() {
 	label=$1
 	shift
 	kmsg
 	emit "begin $label"
 	out=$("$@" 2>&1) || { echo "$out"; fail "step '$label' failed: $*"; }
 	kmsg
+}
+
+step_close() {
 	emit "done $label"
+}
+
+step() {
+	step_run "$@"
+	step_close
 }
 
 # The strategies in round-robin order for round $1: each round starts one
