@@ -191,12 +191,23 @@ def test_hotplug_scenarios_are_not_in_the_default_bench():
     assert ("memory_hotplug.memmap_on_memory=1",) in kmem.boots
 
 
-def test_boot_params_of_a_hotplug_scenario():
-    target = bench.Target(None, None, ("auto", "slow"))
-    params = bench.boot_params(spec(), target, 2, False, ("2M",))
-    assert params["strategies"] == "default"
-    assert params["zones"] == "movable,normal"
-    assert params["n"] == 2
+def test_boot_params_of_a_hotplug_scenario(monkeypatch):
+    import types
+
+    def params(variant):
+        target = bench.Target(types.SimpleNamespace(variant=variant), None,
+                              ("auto", "slow"))
+        return bench.boot_params(spec(), target, 2, False, ("2M",))
+
+    p = params("patched")
+    assert p["strategies"] == "default"
+    assert p["zones"] == "movable,normal"
+    assert (p["n"], p["timing"]) == (2, 1)
+    assert params("base")["timing"] == 0
+    # The control: the patched kernel with its timing lines left off.
+    monkeypatch.setenv("ZDINIT_HOTPLUG_TIMING", "0")
+    assert params("patched")["timing"] == 0
+
 
 
 def test_virtio_mem_device_on_the_qemu_command_line():
