@@ -21,7 +21,8 @@ def times_onlining(variant):
     to measure what printing them costs the wall times."""
     if os.environ.get("ZDINIT_HOTPLUG_TIMING") == "0":
         return False
-    return build.VARIANTS.get(variant, (None, None))[1] == source.PATCHES
+    return build.VARIANTS.get(variant, (None, None))[1] in (
+        source.PATCHES, source.HOTPLUG_PATCHES)
 
 
 def variant_label(step):
