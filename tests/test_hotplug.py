@@ -311,3 +311,18 @@ def test_run_bench_boots_each_family(monkeypatch, tmp_path):
     assert len(samples[key]["samples_ms"]) == 2
     key = ("virtio-mem", "normal: online wall", "patched", "default")
     assert len(samples[key]["samples_ms"]) == 1
+
+
+def test_hotplug_base_is_stock_plus_the_timing_patch():
+    from zdinit import build, source
+    patches = source.series(source.HOTPLUG_PATCHES)
+    # The series' own patch file, not a copy: renaming it there must
+    # fail here.
+    assert [p.resolve() for p in patches] == \
+        [p.resolve() for p in source.series(source.PATCHES)
+         if "memory_hotplug-time" in p.name]
+    assert build.VARIANTS["hotplug-base"] == (["zdinit"],
+                                              source.HOTPLUG_PATCHES)
+    assert hotplug.times_onlining("hotplug-base")
+    assert hotplug.times_onlining("patched")
+    assert not hotplug.times_onlining("base")
