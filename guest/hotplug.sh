@@ -31,10 +31,10 @@ hp_new_blocks() {
 	hp_blocks | grep -vxF -f /tmp/hp-before
 }
 
-# The timing lines are pr_debug()s: switch them on.  A kernel without
-# patch 0011 has none in move_pfn_range_to_zone(); it reports wall times
-# only.
+# The timing lines are pr_debug()s: switch them on, on a kernel with
+# patch 0011 (zdinit.timing=1); without, the guest reports wall times only.
 hp_debug() {
+	[ "$(param timing 0)" = 1 ] || return 0
 	for func in move_pfn_range_to_zone online_pages; do
 		echo "func $func +p" > /sys/kernel/debug/dynamic_debug/control ||
 			fail "cannot enable the $func pr_debug"

@@ -191,12 +191,23 @@ def test_hotplug_scenarios_are_not_in_the_default_bench():
     assert ("memory_hotplug.memmap_on_memory=1",) in kmem.boots
 
 
-def test_boot_params_of_a_hotplug_scenario():
-    target = bench.Target(None, None, ("auto", "slow"))
-    params = bench.boot_params(spec(), target, 2, False, ("2M",))
-    assert params["strategies"] == "default"
-    assert params["zones"] == "movable,normal"
-    assert params["n"] == 2
+def test_boot_params_of_a_hotplug_scenario(monkeypatch):
+    import types
+
+    def params(variant):
+        target = bench.Target(types.SimpleNamespace(variant=variant), None,
+                              ("auto", "slow"))
+        return bench.boot_params(spec(), target, 2, False, ("2M",))
+
+    p = params("patched")
+    assert p["strategies"] == "default"
+    assert p["zones"] == "movable,normal"
+    assert (p["n"], p["timing"]) == (2, 1)
+    assert params("base")["timing"] == 0
+    # The control: the patched kernel with its timing lines left off.
+    monkeypatch.setenv("ZDINIT_HOTPLUG_TIMING", "0")
+    assert params("patched")["timing"] == 0
+
 
 
 def test_virtio_mem_device_on_the_qemu_command_line():
@@ -248,3 +259,70 @@ def test_real_log_missing_a_block_is_rejected():
     with pytest.raises(ZdinitError, match="6 online_pages timing lines for 7"):
         hotplug.check_run(scenarios.plan(["kmem"], size="1G", n=1)[0], run,
                           "kmem", timed=True)
+
+
+def test_run_bench_boots_each_family(monkeypatch, tmp_path):
+    """run_bench() with QEMU replaced by captured consoles: the boots it
+    asks for and the samples it collects, ZONE_DEVICE and hotplug alike."""
+    import contextlib
+    import types
+    from conftest import DATA
+    from zdinit import qemu
+
+    logs = {("fsdax-dev", "base"): "fsdax-dev-base.log",
+            ("kmem", "patched"): "kmem-mom-patched.log",
+            ("virtio-mem", "patched"): "virtio-mem-patched.log"}
+    boots = []
+
+    def fake_boot(kernel, initrd, params, accel, **kw):
+        boots.append((params["scenario"], kernel.variant, params["strategies"],
+                      kw["cmdline"], kw["virtio_mem"], len(kw["nvdimms"])))
+        text = (DATA / logs[(params["scenario"], kernel.variant)]).read_text()
+        return qemu.Boot(text, accel, 1.0)
+
+    @contextlib.contextmanager
+    def fake_image(size, touched, tag):
+        yield types.SimpleNamespace(path=tmp_path / tag, size=size)
+
+    monkeypatch.setattr(qemu, "boot", fake_boot)
+    monkeypatch.setattr(qemu, "SparseImage", fake_image)
+    monkeypatch.setattr(bench, "check_resources", lambda specs: None)
+
+    def target(variant):
+        return bench.Target(types.SimpleNamespace(variant=variant), None,
+                            ("default",) if variant == "base" else ("auto",))
+
+    samples = bench.run_bench([target("base")],
+                              scenarios.plan(["fsdax-dev"], size="4G", n=3),
+                              1, "tcg", tmp_path)
+    assert boots == [("fsdax-dev", "base", "default", (), 0, 1)]
+    assert len(samples[("fsdax-dev", "", "base", "default")]["samples_ms"]) == 3
+
+    boots.clear()
+    specs = scenarios.plan(["kmem", "virtio-mem"], size="1G", n=1)
+    samples = bench.run_bench([target("patched")], specs, 1, "tcg", tmp_path)
+    assert boots == [
+        ("kmem", "patched", "default", ("log_buf_len=4M",), 0, 1),
+        ("kmem", "patched", "default",
+         ("log_buf_len=4M", "memory_hotplug.memmap_on_memory=1"), 0, 1),
+        ("virtio-mem", "patched", "default", ("log_buf_len=4M",), 1 << 30, 0)]
+    # Both kmem boots replayed the memmap_on_memory console: two samples.
+    key = ("kmem", "movable mom: memmap_init_range", "patched", "default")
+    assert len(samples[key]["samples_ms"]) == 2
+    key = ("virtio-mem", "normal: online wall", "patched", "default")
+    assert len(samples[key]["samples_ms"]) == 1
+
+
+def test_hotplug_base_is_stock_plus_the_timing_patch():
+    from zdinit import build, source
+    patches = source.series(source.HOTPLUG_PATCHES)
+    # The series' own patch file, not a copy: renaming it there must
+    # fail here.
+    assert [p.resolve() for p in patches] == \
+        [p.resolve() for p in source.series(source.PATCHES)
+         if "memory_hotplug-time" in p.name]
+    assert build.VARIANTS["hotplug-base"] == (["zdinit"],
+                                              source.HOTPLUG_PATCHES)
+    assert hotplug.times_onlining("hotplug-base")
+    assert hotplug.times_onlining("patched")
+    assert not hotplug.times_onlining("base")

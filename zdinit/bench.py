@@ -57,6 +57,7 @@ def boot_params(spec, target, n, verify, aligns):
               "strategies": ",".join(strategies)}
     if spec.scenario.zones:
         params["zones"] = ",".join(spec.scenario.zones)
+        params["timing"] = int(hotplug.times_onlining(target.kernel.variant))
     if verify:
         params["verify"] = 1
     return params

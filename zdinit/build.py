@@ -15,6 +15,9 @@ MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
 VARIANTS = {
     "base": (["zdinit"], None),
     "patched": (["zdinit", "series"], source.PATCHES),
+    # Stock 6.12 plus patch 11 alone: onlining's breakdown without the
+    # ZONE_DEVICE series (hotplug scenarios).
+    "hotplug-base": (["zdinit"], source.HOTPLUG_PATCHES),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": (["zdinit", "trace", "series"], source.PATCHES),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.

@@ -15,6 +15,9 @@ from zdinit import (bench, build, cache, clear, deps, initramfs, lab,
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
+# hotplug-base: stock plus the hotplug timing patch alone, for kmem and
+# virtio-mem.
+BENCH_KERNELS = KERNELS + ("hotplug-base",)
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: every strategy with the kernel's own thread count,
@@ -58,7 +61,8 @@ def prepare_target(variant, strategies):
     kernel = build.build(variant)
     initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
     return bench.Target(kernel, initrd,
-                        ("default",) if variant == "base" else tuple(strategies))
+                        ("default",) if variant in ("base", "hotplug-base")
+                        else tuple(strategies))
 
 
 def cmd_safety(args):
@@ -115,7 +119,14 @@ def validate_bench(args):
                          "6.12 has no memmap self-check (use --kernels patched)")
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
-    return scenarios.plan(args.scenarios, args.size, args.n, args.align)
+    specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
+    if "hotplug-base" in args.kernels:
+        other = [s.scenario.name for s in specs if not s.scenario.hotplug]
+        if other:
+            raise UsageError("--kernels hotplug-base is for the hotplug "
+                             "scenarios (kmem, virtio-mem), not "
+                             + ", ".join(other))
+    return specs
 
 
 def cmd_bench(args):
@@ -256,8 +267,8 @@ def parser():
                            f"  {name:12} {sc.what}"
                            for name, sc in scenarios.SCENARIOS.items()))
     r.add_argument("--kernels", default="base,patched",
-                   type=comma_list("kernel", KERNELS),
-                   help="comma list of: " + ", ".join(KERNELS))
+                   type=comma_list("kernel", BENCH_KERNELS),
+                   help="comma list of: " + ", ".join(BENCH_KERNELS))
     r.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_BENCH),
                    type=comma_list("scenario", tuple(scenarios.SCENARIOS)),
                    help="comma list of: " + ", ".join(scenarios.SCENARIOS)
