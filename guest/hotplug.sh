@@ -89,6 +89,15 @@ hp_kmem_bind() {
 kmem() {
 	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
 	hp_debug
+	hp_kmem_add
+	first=${HP_ZONES%% *}
+	hp_step "phase=first strategy=default zone=$first mom=$HP_MOM" \
+		/zdinit/zdonline "$(hp_state $first)" $HP_BLOCKS
+	hp_cycles "$first"
+}
+
+# The namespace added to kmem, its blocks offline in $HP_BLOCKS.
+hp_kmem_add() {
 	ndctl create-namespace -f -e $NS -m devdax -M dev -a 2M >/dev/null ||
 		fail "create-namespace devdax"
 	show_geometry 2M
@@ -104,10 +113,64 @@ kmem() {
 	HP_BLOCKS=$(hp_new_blocks)
 	[ -n "$HP_BLOCKS" ] || fail "kmem added no memory blocks"
 	hp_info
-	first=${HP_ZONES%% *}
-	hp_step "phase=first strategy=default zone=$first mom=$HP_MOM" \
-		/zdinit/zdonline "$(hp_state $first)" $HP_BLOCKS
-	hp_cycles "$first"
+}
+
+# Free pages of a zone of node 0, from /proc/zoneinfo.
+hp_zone_free() {
+	awk -v zone="$1" '$1 == "Node" { z = $4 }
+		z == zone && $1 == "pages" && $2 == "free" { print $3; exit }' /proc/zoneinfo
+}
+
+# Onlined memory is used for real, then offlined under its user: kmem's
+# blocks onlined movable, most of them filled with a pattern by a process
+# that keeps the memory (zdcheck hold), every block offlined while it does
+# (its pages must migrate to boot RAM), the pattern verified, and the
+# blocks onlined again.  The pages must have come from the new memory:
+# ZONE_MOVABLE holds nothing else here.
+hotplug_use() {
+	hold_bytes=$(param check_bytes 536870912)
+	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
+	hp_kmem_add
+	hp_step "phase=first strategy=default zone=movable mom=$HP_MOM" \
+		/zdinit/zdonline online_movable $HP_BLOCKS
+	free_before=$(hp_zone_free Movable)
+	rm -f /tmp/hold-go /tmp/hold.out
+	mkfifo /tmp/hold-go || fail "mkfifo"
+	exec 3<>/tmp/hold-go
+	/zdinit/zdcheck hold anon "$hold_bytes" 11 < /tmp/hold-go > /tmp/hold.out 2>&1 &
+	holder=$!
+	while ! grep -q "zdcheck: filled" /tmp/hold.out; do
+		kill -0 $holder 2>/dev/null ||
+			fail "zdcheck hold: $(cat /tmp/hold.out)"
+		usleep 100000
+	done
+	used_kb=$(( (free_before - $(hp_zone_free Movable)) * 4 ))
+	if offline=$(/zdinit/zdonline offline $HP_BLOCKS 2>&1); then
+		offlined=yes
+	else
+		offlined=no
+	fi
+	echo verify >&3
+	exec 3>&-
+	wait $holder
+	held=$?
+	kmsg
+	result=pass
+	detail="$(cat /tmp/hold.out | tail -n 1)"
+	if [ $used_kb -lt $((hold_bytes / 1024 * 9 / 10)) ]; then
+		result=fail
+		detail="only ${used_kb} kB of the ${hold_bytes} bytes came from ZONE_MOVABLE"
+	elif [ $offlined = no ]; then
+		result=fail
+		detail="offlining under the user failed: $offline"
+	elif [ $held != 0 ]; then
+		result=fail
+	fi
+	check hotplug-use $result bytes=$hold_bytes used_kb=$used_kb \
+		offlined=$offlined blocks=$(echo $HP_BLOCKS | wc -w) mom=$HP_MOM \
+		"detail=$(echo $detail | tr ' ' _)"
+	hp_step "phase=online strategy=default zone=movable mom=$HP_MOM" \
+		/zdinit/zdonline online_movable $HP_BLOCKS
 }
 
 # Load virtio_mem with the device's requested size already set: the driver

@@ -451,6 +451,7 @@ devdax-mem)
 devprivate) devprivate ;;
 kmem) kmem ;;
 virtio-mem) virtio_mem ;;
+hotplug-use) hotplug_use ;;
 memremap-matrix) memremap_matrix ;;
 probe) ;;
 integrity-devdax) integrity_devdax ;;

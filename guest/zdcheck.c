@@ -6,6 +6,12 @@
  *
  *   zdcheck fill   /dev/dax0.0 BYTES SEED
  *   zdcheck verify /dev/dax0.0 BYTES SEED
+ *   zdcheck hold   anon BYTES SEED
+ *
+ * "hold" fills BYTES of anonymous memory, prints "zdcheck: filled" and
+ * keeps it until standard input reaches end of file or a line, then
+ * verifies it: the pages stay mapped while the scenario offlines the memory
+ * under them, so they must migrate intact.
  *
  * Prints "zdcheck: <op> <bytes> bytes, <n> mismatches" and exits 1 on any
  * mismatch, 2 on a usage or system error.
@@ -29,40 +35,67 @@ static uint64_t pattern(uint64_t seed, uint64_t offset)
 	return z ^ (z >> 31);
 }
 
+/* The mismatches of words [0, words) of map, naming the first. */
+static uint64_t mismatches_in(const uint64_t *map, uint64_t words, uint64_t seed)
+{
+	uint64_t mismatches = 0;
+
+	for (uint64_t i = 0; i < words; i++)
+		if (map[i] != pattern(seed, i) && !mismatches++)
+			fprintf(stderr, "zdcheck: first mismatch at byte %" PRIu64 "\n",
+				i * 8);
+	return mismatches;
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t bytes, seed, mismatches = 0;
 	uint64_t *map;
-	int fill, fd;
+	int fill, hold, fd = -1;
+	char line[16];
 
-	if (argc != 5 || (strcmp(argv[1], "fill") && strcmp(argv[1], "verify"))) {
-		fprintf(stderr, "usage: zdcheck fill|verify DEVICE BYTES SEED\n");
+	if (argc != 5 || (strcmp(argv[1], "fill") && strcmp(argv[1], "verify") &&
+			  strcmp(argv[1], "hold"))) {
+		fprintf(stderr, "usage: zdcheck fill|verify DEVICE BYTES SEED | "
+			"zdcheck hold anon BYTES SEED\n");
 		return 2;
 	}
-	fill = !strcmp(argv[1], "fill");
+	hold = !strcmp(argv[1], "hold");
+	fill = !strcmp(argv[1], "fill") || hold;
 	bytes = strtoull(argv[3], NULL, 0);
 	seed = strtoull(argv[4], NULL, 0);
 	if (!bytes || bytes % (2UL << 20)) {
 		fprintf(stderr, "zdcheck: BYTES must be a non-zero multiple of 2 MiB\n");
 		return 2;
 	}
-	fd = open(argv[2], O_RDWR);
-	if (fd < 0) {
-		perror(argv[2]);
-		return 2;
+	if (hold) {
+		map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	} else {
+		fd = open(argv[2], O_RDWR);
+		if (fd < 0) {
+			perror(argv[2]);
+			return 2;
+		}
+		map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	}
-	map = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (map == MAP_FAILED) {
 		perror("mmap");
 		return 2;
 	}
-	for (uint64_t i = 0; i < bytes / 8; i++) {
-		if (fill)
+	if (fill)
+		for (uint64_t i = 0; i < bytes / 8; i++)
 			map[i] = pattern(seed, i);
-		else if (map[i] != pattern(seed, i) && !mismatches++)
-			fprintf(stderr, "zdcheck: first mismatch at byte %" PRIu64 "\n",
-				i * 8);
+	if (hold) {
+		printf("zdcheck: filled\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin) && ferror(stdin)) {
+			perror("stdin");
+			return 2;
+		}
 	}
+	if (!fill || hold)
+		mismatches = mismatches_in(map, bytes / 8, seed);
 	/*
 	 * device-dax has no msync(): the mapping is the media.  A rebind
 	 * re-initialises the memmap, not the data, and leaves CPU caches as
@@ -70,7 +103,8 @@ int main(int argc, char **argv)
 	 * the memmap code touched the data.
 	 */
 	munmap(map, bytes);
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	printf("zdcheck: %s %" PRIu64 " bytes, %" PRIu64 " mismatches\n",
 	       argv[1], bytes, mismatches);
 	return mismatches ? 1 : 0;

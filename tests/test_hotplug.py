@@ -35,6 +35,22 @@ def test_patch_formats_parse():
     assert list(online.parts) == list(parse.ONLINE_PARTS)
 
 
+def test_contiguity_patch_format_parses_without_the_scan():
+    """Patch 0012 takes the zone walk out of move_pfn_range_to_zone() and
+    its field out of the line: the memmap part still parses, and no
+    set_zone_contiguous metric is made up for it."""
+    patch = next((ROOT / "patches/linux-6.12").glob(
+        "*-mm-memory_hotplug-do-not-walk-the-zone-for-contig*"))
+    (fmt,) = re.findall(r'^\+\s*pr_debug\("(.*)\\n",', patch.read_text(), re.M)
+    move = parse.parse_move(kernel_printf(fmt, "move_pfn_range_to_zone",
+                                          32768, "Normal", 1234))
+    assert move == parse.MoveTiming(32768, "Normal", 1234, None)
+    step = parse.Step({"phase": "online"}, [], [], [], moves=[move])
+    metrics = hotplug.step_metrics(step)
+    assert metrics["memmap_init_range"] == 1.234
+    assert "set_zone_contiguous" not in metrics
+
+
 def test_online_parts_are_the_reports():
     assert report.ONLINE_PARTS == parse.ONLINE_PARTS
 

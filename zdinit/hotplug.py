@@ -55,14 +55,16 @@ def step_metrics(step):
         metrics[f"{wall} wall"] = step.wall["us"] / 1000.0
     if step.moves:
         metrics["memmap_init_range"] = sum(m.memmap_us for m in step.moves) / 1000.0
-        metrics["set_zone_contiguous"] = sum(m.contig_us for m in step.moves) / 1000.0
+        if all(m.contig_us is not None for m in step.moves):
+            metrics["set_zone_contiguous"] = sum(m.contig_us
+                                                 for m in step.moves) / 1000.0
     if step.onlines:
         metrics["online_pages"] = sum(o.total_us for o in step.onlines) / 1000.0
         for part in parse.ONLINE_PARTS:
             metrics[part] = sum(o.parts[part] for o in step.onlines) / 1000.0
         before = moves_before_online(step)
         if before:
-            metrics["vmemmap moves"] = sum(m.memmap_us + m.contig_us
+            metrics["vmemmap moves"] = sum(m.memmap_us + (m.contig_us or 0)
                                            for m in before) / 1000.0
     return metrics
 

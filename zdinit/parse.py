@@ -12,12 +12,13 @@ MEMMAP_LINE = re.compile(
     r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written"
     r"(?:, (?P<threads>\d+) threads?)?)?")
 # Memory onlining (patch 0011): move_pfn_range_to_zone() times the memmap
-# and the zone contiguity scan; online_pages() its total and six
-# consecutive parts that add up to it.
+# and the zone contiguity scan (which patch 0012 takes out of it, and with
+# it the field); online_pages() its total and six consecutive parts that
+# add up to it.
 MOVE_LINE = re.compile(
     r"move_pfn_range_to_zone (?P<pages>\d+) pages to (?P<zone>\w+): "
-    r"memmap_init_range (?P<memmap>-?\d+)us, "
-    r"set_zone_contiguous (?P<contig>-?\d+)us")
+    r"memmap_init_range (?P<memmap>-?\d+)us"
+    r"(?:, set_zone_contiguous (?P<contig>-?\d+)us)?")
 ONLINE_PARTS = ("move_pfn_range_to_zone", "going_online",
                 "online_pages_range", "undo_isolate_page_range",
                 "zone_tuning", "mem_online")
@@ -44,7 +45,7 @@ class MoveTiming:
     pages: int
     zone: str
     memmap_us: int
-    contig_us: int
+    contig_us: int | None
 
 
 @dataclasses.dataclass
@@ -128,8 +129,10 @@ def parse_move(line):
     m = MOVE_LINE.search(line)
     if not m:
         return None
+    contig = m.group("contig")
     return MoveTiming(int(m.group("pages")), m.group("zone"),
-                      int(m.group("memmap")), int(m.group("contig")))
+                      int(m.group("memmap")),
+                      int(contig) if contig is not None else None)
 
 
 def parse_online(line):

@@ -79,6 +79,9 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
     cmd = _base_cmd(accel, ram_mb, list(nvdimms), labels, virtio_mem) + [
         "-kernel", str(kernel.bzimage), "-initrd", str(initrd),
         "-append", append]
+    # Opened first: a log that cannot be written fails before a guest
+    # and its watchdog timer are started.
+    log = open(log_path, "w") if log_path else None
     started = time.monotonic()
     lines = []
     qemu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
@@ -86,7 +89,6 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
                             text=True, errors="replace")
     timer = threading.Timer(timeout_s, qemu.kill)
     timer.start()
-    log = open(log_path, "w") if log_path else None
     try:
         last = started
         for line in qemu.stdout:

@@ -37,6 +37,7 @@ REDUCED = (
     Job("odd-geometry", ("base", "patched"), {}, nvdimms=2, labels=True,
         verify=True),
     Job("devprivate-too-large", ("base", "patched"), {}),
+    Job("hotplug-use", ("base", "patched"), {"check_bytes": 256 * MiB}),
 )
 FULL = REDUCED + (
     Job("tracepoint", ("trace",), {}),
@@ -75,6 +76,10 @@ def judge(check):
         return True, f"{what}, {check['mb']} MiB of 2M pages"
     if name == "odd-geometry":
         return True, f"{check['ns']} rebound"
+    if name == "hotplug-use":
+        return True, (f"{int(check['bytes']) >> 20} MiB filled in ZONE_MOVABLE "
+                      f"({int(check['used_kb']) >> 10} MiB taken from it), "
+                      f"{check['blocks']} blocks offlined under it, pattern intact")
     if name == "fsdax-integrity":
         return True, f"{check['files']} files, {int(check['bytes']) >> 20} MiB, sha256 verified"
     return True, check.get("detail", "").replace("_", " ")
