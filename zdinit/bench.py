@@ -5,7 +5,7 @@ import os
 import pathlib
 import subprocess
 
-from zdinit import hotplug, parse, progress, qemu, scenarios, stats
+from zdinit import hotplug, parse, placement, progress, qemu, scenarios, stats
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
@@ -224,4 +224,6 @@ def environment(accel, accel_why, targets):
             "qemu": qemu.qemu_version(),
             "kernels": {t.kernel.variant: t.kernel.release for t in targets},
             "host_cpu": host_cpu(), "host_kernel": os.uname().release,
-            "host_cpus": os.cpu_count(), "project_rev": git_rev()}
+            "host_cpus": os.cpu_count(), "project_rev": git_rev(),
+            "placement": {t.kernel.variant: placement.kernel_placement(
+                t.kernel.out / "System.map") for t in targets}}

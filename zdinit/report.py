@@ -5,7 +5,7 @@ import json
 import os
 import pathlib
 
-from zdinit import progress
+from zdinit import placement, progress
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 
@@ -163,6 +163,27 @@ def hotplug_breakdown(runs, table=None):
     return (table or markdown_table)(runs, BREAKDOWN_HEADER, breakdown_rows)
 
 
+def placement_lines(env, accel):
+    """Where each kernel's timed functions sit; under TCG, a warning for
+    those whose 4 KiB page crossing differs between the kernels."""
+    kernels = env.get("placement") or {}
+    if not any(kernels.values()):
+        return []
+    lines = ["- code placement (page offsets of the timed functions):"]
+    for kernel, funcs in kernels.items():
+        lines.append(f"  - {kernel}: " + "; ".join(
+            f"{name} {where}" for name, where in sorted(funcs.items())))
+    differ = placement.differing(kernels)
+    if differ and accel == "TCG":
+        lines.append(
+            "- **TCG placement warning:** " + ", ".join(differ) + " cross"
+            " a 4 KiB page in some kernels and not in others.  TCG does not"
+            " chain jumps across guest pages, so their times can differ"
+            " between these kernels with identical code"
+            " (docs/hotplug-slowdown.md); compare them on hardware.")
+    return lines
+
+
 def summary_md(results):
     env = results["env"]
     accel = env["accel"].upper()
@@ -191,6 +212,7 @@ def summary_md(results):
         f"- host: {env['host_cpu']}, {env['host_cpus']} CPUs, "
         f"Linux {env['host_kernel']}; {env['qemu']}",
         f"- project revision: {env['project_rev']}",
+        *placement_lines(env, accel),
         "",
         "Times are memmap_init_zone_device()'s own (pr_debug), per rebind;"
         " medians over N rebinds, interleaved across boots and strategies."
@@ -200,8 +222,10 @@ def summary_md(results):
         "patched kernel only) and the guest's wall time; medians over N "
         "offline/online cycles, interleaved across boots and kernels."
         if any(r.get("metric") for r in results["runs"]) else "",
-        "Under TCG they count emulated instructions, not cache or memory "
-        "effects: see lab results for hardware." if accel == "TCG" else "",
+        "Under TCG they count emulated instructions and TCG's own costs, "
+        "which depend on where the code sits (the placement lines above), "
+        "not cache or memory effects: see lab results for hardware."
+        if accel == "TCG" else "",
         "",
         markdown_table(results["runs"]),
         "",
