@@ -40,7 +40,7 @@ def test_contiguity_patch_format_parses_without_the_scan():
     its field out of the line: the memmap part still parses, and no
     set_zone_contiguous metric is made up for it."""
     patch = next((ROOT / "patches/linux-6.12").glob(
-        "*-mm-memory_hotplug-do-not-walk-the-zone-for-contig*"))
+        "*-mm-memory_hotplug-skip-zone-contiguity-walks*"))
     (fmt,) = re.findall(r'^\+\s*pr_debug\("(.*)\\n",', patch.read_text(), re.M)
     move = parse.parse_move(kernel_printf(fmt, "move_pfn_range_to_zone",
                                           32768, "Normal", 1234))
@@ -340,5 +340,17 @@ def test_hotplug_base_is_stock_plus_the_timing_patch():
     assert build.VARIANTS["hotplug-base"] == (["zdinit"],
                                               source.HOTPLUG_PATCHES)
     assert hotplug.times_onlining("hotplug-base")
+    assert hotplug.times_onlining("hotplug-contig")
     assert hotplug.times_onlining("patched")
     assert not hotplug.times_onlining("base")
+
+
+def test_hotplug_contig_differs_from_hotplug_base_by_patch_12_alone():
+    from zdinit import build, source
+    base = [p.resolve() for p in source.series(source.HOTPLUG_PATCHES)]
+    contig = [p.resolve() for p in source.series(source.HOTPLUG_CONTIG_PATCHES)]
+    assert contig[:-1] == base
+    assert "skip-zone-contiguity-walks" in contig[-1].name
+    assert contig[-1] in [p.resolve() for p in source.series(source.PATCHES)]
+    assert build.VARIANTS["hotplug-contig"] == (["zdinit"],
+                                                source.HOTPLUG_CONTIG_PATCHES)

@@ -18,6 +18,8 @@ VARIANTS = {
     # Stock 6.12 plus patch 11 alone: onlining's breakdown without the
     # ZONE_DEVICE series (hotplug scenarios).
     "hotplug-base": (["zdinit"], source.HOTPLUG_PATCHES),
+    # hotplug-base plus patch 12, to measure that patch alone.
+    "hotplug-contig": (["zdinit"], source.HOTPLUG_CONTIG_PATCHES),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": (["zdinit", "trace", "series"], source.PATCHES),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.

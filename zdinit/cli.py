@@ -16,8 +16,9 @@ from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
 # hotplug-base: stock plus the hotplug timing patch alone, for kmem and
-# virtio-mem.
-BENCH_KERNELS = KERNELS + ("hotplug-base",)
+# virtio-mem; hotplug-contig: that plus the contiguity walk patch.
+HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig")
+BENCH_KERNELS = KERNELS + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: every strategy with the kernel's own thread count,
@@ -61,7 +62,7 @@ def prepare_target(variant, strategies):
     kernel = build.build(variant)
     initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
     return bench.Target(kernel, initrd,
-                        ("default",) if variant in ("base", "hotplug-base")
+                        ("default",) if variant in ("base", *HOTPLUG_KERNELS)
                         else tuple(strategies))
 
 
@@ -120,10 +121,11 @@ def validate_bench(args):
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
-    if "hotplug-base" in args.kernels:
+    hotplug_only = [k for k in args.kernels if k in HOTPLUG_KERNELS]
+    if hotplug_only:
         other = [s.scenario.name for s in specs if not s.scenario.hotplug]
         if other:
-            raise UsageError("--kernels hotplug-base is for the hotplug "
+            raise UsageError(f"--kernels {hotplug_only[0]} is for the hotplug "
                              "scenarios (kmem, virtio-mem), not "
                              + ", ".join(other))
     return specs

@@ -22,7 +22,7 @@ def times_onlining(variant):
     if os.environ.get("ZDINIT_HOTPLUG_TIMING") == "0":
         return False
     return build.VARIANTS.get(variant, (None, None))[1] in (
-        source.PATCHES, source.HOTPLUG_PATCHES)
+        source.PATCHES, source.HOTPLUG_PATCHES, source.HOTPLUG_CONTIG_PATCHES)
 
 
 def variant_label(step):
