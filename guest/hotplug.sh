@@ -156,7 +156,7 @@ hotplug_use() {
 	held=$?
 	kmsg
 	result=pass
-	detail="$(cat /tmp/hold.out | tail -n 1)"
+	detail=$(tail -n 1 /tmp/hold.out)
 	if [ $used_kb -lt $((hold_bytes / 1024 * 9 / 10)) ]; then
 		result=fail
 		detail="only ${used_kb} kB of the ${hold_bytes} bytes came from ZONE_MOVABLE"

@@ -51,7 +51,7 @@ int main(int argc, char **argv)
 {
 	uint64_t bytes, seed, mismatches = 0;
 	uint64_t *map;
-	int fill, hold, fd = -1;
+	int fill, hold, verify, fd = -1;
 	char line[16];
 
 	if (argc != 5 || (strcmp(argv[1], "fill") && strcmp(argv[1], "verify") &&
@@ -62,6 +62,7 @@ int main(int argc, char **argv)
 	}
 	hold = !strcmp(argv[1], "hold");
 	fill = !strcmp(argv[1], "fill") || hold;
+	verify = !strcmp(argv[1], "verify") || hold;
 	bytes = strtoull(argv[3], NULL, 0);
 	seed = strtoull(argv[4], NULL, 0);
 	if (!bytes || bytes % (2UL << 20)) {
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	if (!fill || hold)
+	if (verify)
 		mismatches = mismatches_in(map, bytes / 8, seed);
 	/*
 	 * device-dax has no msync(): the mapping is the media.  A rebind
