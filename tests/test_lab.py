@@ -178,19 +178,20 @@ def test_clear_bench_reports_thp_backing_and_spread():
     if not enabled.exists() or "[never]" in enabled.read_text():
         pytest.skip("THP disabled here")
     out = json.loads(lab.zdlab(["clear", "bench", "--extents", "2M",
-                                "--region", "4M", "--reps", "3", "--methods",
+                                "--region", "16M", "--reps", "3", "--methods",
                                 "page-stosq,extent-stosq"]))
     runs = out["runs"]
     assert {(r["state"], r["method"], r["extent_bytes"]) for r in runs} == {
         (s, "page-stosq", 4096) for s in ("cold", "hot")} | {
         (s, "extent-stosq", 2 << 20) for s in ("cold", "hot")}
     for r in runs:
-        assert 0 < r["thp_bytes"] <= r["region_bytes"] == 4 << 20
+        assert 0 < r["thp_bytes"] <= r["region_bytes"] == 16 << 20
         assert len(r["samples_ns"]) == 3
         assert r["gb_per_s_min"] <= r["gb_per_s"] <= r["gb_per_s_max"]
-        # CPU time never runs ahead of the wall clock (but for the two
-        # clock reads around it).
-        assert r["cpu_median_ns"] <= r["median_ns"] * 1.01 + 5000
+        # CPU time never runs ahead of the wall clock but for the two
+        # CPU-clock reads around it: system calls outside the wall-clock
+        # window, which in this host's VM now and then take 10-20 us each.
+        assert r["cpu_median_ns"] <= r["median_ns"] * 1.01 + 40000
 
 
 def test_unavailable_hugetlb_says_why():
