@@ -19,18 +19,22 @@ bench: setup
 # memmap equality test with KUnit; for the clear series every patch
 # applied and checkpatch'd, the series built, the zero read-back (also
 # against a deliberately broken kernel) and the kernel's hugetlb/THP
-# selftests against stock 6.12.
+# selftests under preempt=none against stock 6.12's recorded outcomes
+# (zdinit/stock-selftests.json).
 test: setup
 	$(PYTHON) -m pytest -v -m "not full" tests
 
 # Everything in 'test' plus each prefix of the clear series built, the
-# clear bench smoke test, the tracepoint-guard and KASAN/lockdep/kmemleak
-# kernels (two more kernel builds) and the zero read-back on the clear
-# series' KASAN/lockdep kernel (one more build).
+# clear bench smoke test, the selftests on stock and the series under
+# preempt=none and full (checking the record), the tracepoint-guard and
+# KASAN/lockdep/kmemleak kernels (two more kernel builds), the zero
+# read-back on the clear series' KASAN/lockdep kernel (one more build)
+# and on its KMSAN kernel (a clang build; three times the guest memory).
 test-full: test
 	$(PYTHON) -m pytest -v -m full tests
 	$(ZDINIT) safety --full
 	$(ZDINIT) clear-check --size 1G --kernel clear-debug
+	$(ZDINIT) clear-check --size 1G --kernel clear-kmsan
 
 test-unit: setup
 	$(PYTHON) -m pytest -v -m "not e2e" tests

@@ -1,4 +1,5 @@
 """The clear family's host side and guest tool, without a kernel build."""
+import json
 import subprocess
 
 import pytest
@@ -156,9 +157,16 @@ def test_guest_scripts_are_valid_shell():
 
 def test_memory_check_uses_the_guest_size(monkeypatch):
     monkeypatch.setattr(bench, "mem_available", lambda: 6 * G)
-    clear.check_resources(scenarios.plan_clear(["2M"], "2G"))
+    clear.check_resources(scenarios.plan_clear(["2M"], "2G"), ["clear"])
     with pytest.raises(ZdinitError, match="use a smaller --size"):
-        clear.check_resources(scenarios.plan_clear(["2M"], "4G"))
+        clear.check_resources(scenarios.plan_clear(["2M"], "4G"), ["clear"])
+    # A KMSAN guest needs three times the memory.
+    spec = scenarios.plan_clear(["2M"], "512M")
+    assert clear.guest_ram_mb(spec, "clear-kmsan") == \
+        3 * clear.guest_ram_mb(spec, "clear")
+    clear.check_resources(spec, ["clear"])
+    with pytest.raises(ZdinitError, match="use a smaller --size"):
+        clear.check_resources(spec, ["clear", "clear-kmsan"])
 
 
 def test_broken_series_is_the_clear_series_plus_one_test_patch():
@@ -169,6 +177,38 @@ def test_broken_series_is_the_clear_series_plus_one_test_patch():
     assert [p.read_bytes() for p in broken[:-1]] == \
         [p.read_bytes() for p in clear_series]
     assert "TEST ONLY" in broken[-1].read_text()
+
+
+def test_kmsan_kernels_build_with_clang():
+    from zdinit import build
+    assert build.compiler(build.VARIANTS["clear-kmsan"][0]) == "clang"
+    assert build.compiler(build.VARIANTS["clear-debug"][0]) == "gcc"
+    assert "CC=ccache clang" in build.make_cmd("t", "o", "bzImage", cc="clang")
+    assert "CC=ccache gcc" in build.make_cmd("t", "o", "bzImage")
+    assert [k for k in build.VARIANTS if build.has_kmsan(k)] == \
+        ["clear-kmsan"]
+
+
+def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
+    record = json.loads(clear.STOCK_SELFTESTS.read_text())
+    assert sorted(record["none"]) == sorted(initramfs.HUGE_SELFTESTS)
+    live = {"none": {"clear": json.loads(json.dumps(record["none"]))}}
+    monkeypatch.setattr(clear, "selftest_outcomes", lambda preempt, k: live)
+    lines = clear.check_selftests_against_record(["none"])
+    assert len(lines) == len(initramfs.HUGE_SELFTESTS)
+    # One test failing where stock passed, or the reverse, is an error.
+    name = initramfs.HUGE_SELFTESTS[0]
+    live["none"]["clear"][name][0] = "1" if record["none"][name][0] == "0" else "0"
+    with pytest.raises(ZdinitError, match=f"selftest {name} preempt=none"):
+        clear.check_selftests_against_record(["none"])
+    with pytest.raises(ZdinitError, match="no outcomes for preempt=voluntary"):
+        clear.check_selftests_against_record(["voluntary"])
+
+
+def test_record_stock_needs_selftests(tmp_path):
+    proc = run_zdinit(tmp_path, "clear-check", "--record-stock")
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().endswith("--record-stock needs --selftests")
 
 
 def test_a_selftest_that_differs_from_stock_is_an_error():

@@ -30,7 +30,11 @@ VARIANTS = {
     "clear-broken": (["zdinit", "clear"], source.CLEAR_BROKEN_PATCHES),
     # The clear series under KASAN, lockdep, DEBUG_VM and kmemleak.
     "clear-debug": (["zdinit", "clear", "debug"], source.CLEAR_PATCHES),
+    # The clear series under KMSAN (built with clang).
+    "clear-kmsan": (["zdinit", "clear", "kmsan"], source.CLEAR_PATCHES),
 }
+# Fragments only clang can build (KMSAN is a clang instrumentation).
+CLANG_FRAGMENTS = {"kmsan"}
 
 
 @dataclasses.dataclass
@@ -66,6 +70,15 @@ def make_env():
     return env
 
 
+def compiler(fragments):
+    """The C compiler of a configuration: gcc unless a fragment needs clang."""
+    return "clang" if CLANG_FRAGMENTS & set(fragments) else "gcc"
+
+
+def has_kmsan(variant):
+    return "kmsan" in VARIANTS[variant][0]
+
+
 def jobs():
     return str((os.cpu_count() or 1) + 1)
 
@@ -79,13 +92,14 @@ class Arch:
     image: str
 
 
-def make_cmd(tree, out, *targets, arch=None):
+def make_cmd(tree, out, *targets, arch=None, cc="gcc"):
+    """cc names the native compiler; other architectures build with gcc."""
     cmd = ["make", "-C", str(tree), f"O={out}", f"-j{jobs()}"]
     if arch:
         cmd += [f"ARCH={arch.name}", f"CROSS_COMPILE={arch.cross_compile}",
                 f"CC=ccache {arch.cross_compile}gcc"]
     else:
-        cmd.append("CC=ccache gcc")
+        cmd.append(f"CC=ccache {cc}")
     return cmd + list(targets)
 
 
@@ -102,25 +116,26 @@ def configure(tree, out, fragments, env, arch=None):
         return
     stamp.unlink(missing_ok=True)
     log = out / "config.log"
-    proc.run_logged(make_cmd(tree, out, "tinyconfig", arch=arch), log,
+    cc = compiler(fragments)
+    proc.run_logged(make_cmd(tree, out, "tinyconfig", arch=arch, cc=cc), log,
                     "tinyconfig", env=env)
     merge_env = dict(env, **({"ARCH": arch.name} if arch else {}))
     proc.run_logged([str(tree / "scripts/kconfig/merge_config.sh"), "-m",
                      "-O", str(out), str(out / ".config")]
                     + [str(p) for p in paths], out / "merge.log",
                     "merge_config", env=merge_env, cwd=tree)
-    proc.run_logged(make_cmd(tree, out, "olddefconfig", arch=arch), log,
-                    "olddefconfig", env=env)
+    proc.run_logged(make_cmd(tree, out, "olddefconfig", arch=arch, cc=cc),
+                    log, "olddefconfig", env=env)
     kconfig.verify(wanted, out / ".config")
     stamp.write_text(key + "\n")
 
 
-def build_module(tree, out, env):
+def build_module(tree, out, env, cc):
     """Build module/ out of tree against this kernel, in its build dir."""
     mdir = out / "zdinit-module"
     shutil.rmtree(mdir, ignore_errors=True)
     shutil.copytree(MODULE_SRC, mdir)
-    proc.run_logged(["make", "-C", str(tree), f"O={out}", "CC=ccache gcc",
+    proc.run_logged(["make", "-C", str(tree), f"O={out}", f"CC=ccache {cc}",
                      f"M={mdir}", "modules"], out / "module.log",
                     "module build", env=env)
     return mdir / "zd_memremap.ko"
@@ -145,18 +160,21 @@ def claim_build_dir(out):
     return marker
 
 
-def build_tree(name, tree, fragments, out=None):
-    """Build bzImage, in-tree modules and the project module of one tree."""
+def build_tree(name, tree, fragments, out=None, vmlinux_only=False):
+    """Build bzImage, in-tree modules and the project module of one tree;
+    or, with vmlinux_only, just link vmlinux (no image, no module)."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
     building = claim_build_dir(out)
     configure(tree, out, fragments, env)
+    cc = compiler(fragments)
     progress.say(f"building kernel '{name}' in {out}")
-    took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules"),
+    targets = ("vmlinux",) if vmlinux_only else ("bzImage", "modules")
+    took = proc.run_logged(make_cmd(tree, out, *targets, cc=cc),
                            out / "build.log", f"build {name}", env=env)
     progress.say(f"kernel '{name}' built in {took:.0f}s")
-    module = build_module(tree, out, env)
+    module = None if vmlinux_only else build_module(tree, out, env, cc)
     release = subprocess.run(
         ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
         capture_output=True, text=True, env=env).stdout.strip()
@@ -170,6 +188,8 @@ def build(variant):
         raise ValueError(variant)
     fragments, series_dir = VARIANTS[variant]
     deps.require_tool("ccache", "ccache")
+    if compiler(fragments) == "clang":
+        deps.require_tool("clang", "clang")
     patches = source.series(series_dir) if series_dir else []
     if series_dir and not patches:
         raise ZdinitError(f"variant '{variant}' needs {series_dir}/series")

@@ -7,6 +7,8 @@ interleaved loop by loop (guest/clear.sh).
 """
 import dataclasses
 import json
+import os
+import pathlib
 import re
 
 from zdinit import (bench, build, initramfs, parse, progress, qemu,
@@ -20,10 +22,19 @@ KERNELS = ("clear-base", "clear")
 # so that neither the guest's cache sizes nor its lack of CLZERO decide it.
 METHODS = {"clear-base": ("default",), "clear": ("cached", "stream"),
            "clear-broken": ("cached", "stream"),
-           "clear-debug": ("cached", "stream")}
+           "clear-debug": ("cached", "stream"),
+           "clear-kmsan": ("cached", "stream")}
 # Kernels the zero read-back runs on: the series, the series under the
 # sanitizers, and a deliberately broken clear the check must catch.
-CHECK_KERNELS = ("clear", "clear-debug", "clear-broken")
+CHECK_KERNELS = ("clear", "clear-debug", "clear-broken", "clear-kmsan")
+# KMSAN keeps a shadow and an origin byte for every byte of memory, taken
+# out of the guest's own RAM.
+KMSAN_RAM_FACTOR = 3
+# With 5-level paging, which TCG's CPU offers, the KMSAN kernel faults
+# recursively in its interrupt entry hook (kmsan_unpoison_entry_regs())
+# a few seconds into boot, before any huge page is cleared; with 4-level
+# paging it runs.
+KMSAN_CMDLINE = ("no5lvl",)
 RESULT = re.compile(r"^@@zdinit clear (?P<kind>bench|latency|zero) (?P<rest>.*)$")
 RULE = re.compile(r"^@@zdinit clear-rule (?P<rest>.*)$")
 SELFTEST = re.compile(r"^@@zdinit clear-selftest (?P<rest>.*)$")
@@ -32,6 +43,10 @@ MiB = 1 << 20
 BATCH = 32 * MiB
 # Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
 SELFTEST_GUEST_SIZE = "1G"
+# Stock 6.12's selftest outcomes (clear-base) per preemption model, written
+# by 'clear-check --selftests --record-stock': make test compares the
+# series with this record instead of building and booting stock as well.
+STOCK_SELFTESTS = pathlib.Path(__file__).resolve().parent / "stock-selftests.json"
 
 
 @dataclasses.dataclass
@@ -58,9 +73,18 @@ def parse_run(console):
     return run
 
 
-def check_resources(spec):
+def kernel_cmdline(variant):
+    return list(KMSAN_CMDLINE) if build.has_kmsan(variant) else []
+
+
+def guest_ram_mb(spec, variant):
+    factor = KMSAN_RAM_FACTOR if build.has_kmsan(variant) else 1
+    return spec.guest_ram_mb() * factor
+
+
+def check_resources(spec, kernels):
     """Refuse, before any boot, a size the host cannot back."""
-    need = spec.guest_ram_mb() * MiB
+    need = max(guest_ram_mb(spec, k) for k in kernels) * MiB
     have = bench.mem_available()
     if need + (1 << 30) > have:
         raise ZdinitError(
@@ -98,9 +122,11 @@ def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
               "strategies": ",".join(target.strategies)}
     params.update(extra or {})
     result = qemu.boot(target.kernel, target.initrd, params, accel,
-                       ram_mb=spec.guest_ram_mb(), timeout_s=3600,
+                       ram_mb=guest_ram_mb(spec, target.kernel.variant),
+                       timeout_s=3600,
                        log_path=log_path, label=label,
-                       cmdline=spec.cmdline(preempt) + list(cmdline))
+                       cmdline=spec.cmdline(preempt)
+                       + kernel_cmdline(target.kernel.variant) + list(cmdline))
     splats = parse.parse(result.log).splats
     if splats:
         raise ZdinitError(f"{label}: kernel reported: {splats[0]}")
@@ -254,32 +280,62 @@ def check_zero(spec, zero_rounds=2, kernel="clear"):
     return lines
 
 
-def check_selftests(preempt, kernels=("clear-base", "clear")):
-    """The kernel's hugetlb and THP selftests: the clear kernel must pass
-    and fail exactly the tests stock 6.12 passes and fails.  They run on
-    2M hugetlb pages reserved in the guest, 300 by default."""
+def selftest_outcomes(preempt, kernels):
+    """The kernel's hugetlb and THP selftests, one boot per kernel and
+    model, on 2M hugetlb pages reserved in the guest (300 by default).
+    Returns {model: {kernel: {test: [exit, totals, failed]}}}."""
     spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt)
     targets, accel, _ = prepare(spec, list(kernels))
     names = ",".join(initramfs.HUGE_SELFTESTS)
-    lines = []
+    outcomes = {}
     for preempt in spec.preempt:
-        outcome = {}
         for target in targets:
-            label = f"clear-selftests {target.kernel.variant} preempt={preempt}"
+            variant = target.kernel.variant
+            label = f"clear-selftests {variant} preempt={preempt}"
             run = boot(target, spec, "clear-selftests", preempt, accel, None,
                        label, extra={"selftests": names})
-            outcome[target.kernel.variant] = {
-                t["name"]: (t["rc"], t["totals"], t["failed"])
-                for t in run.selftests}
-            if sorted(outcome[target.kernel.variant]) != \
-                    sorted(initramfs.HUGE_SELFTESTS):
-                raise ZdinitError(f"{label}: ran {sorted(outcome[target.kernel.variant])}")
-        lines += same_selftest_outcomes(outcome, preempt)
+            outcome = {t["name"]: [t["rc"], t["totals"], t["failed"]]
+                       for t in run.selftests}
+            if sorted(outcome) != sorted(initramfs.HUGE_SELFTESTS):
+                raise ZdinitError(f"{label}: ran {sorted(outcome)}")
+            outcomes.setdefault(preempt, {})[variant] = outcome
+    return outcomes
+
+
+def check_selftests(preempt, kernels=("clear-base", "clear"), record=None):
+    """The clear kernel must pass and fail exactly the selftests stock 6.12
+    passes and fails.  record: a path to write stock's outcomes to."""
+    outcomes = selftest_outcomes(preempt, kernels)
+    lines = [line for model, outcome in outcomes.items()
+             for line in same_selftest_outcomes(outcome, model)]
+    if record:
+        partial = record.with_name(record.name + ".partial")
+        partial.write_text(json.dumps(
+            {model: outcome[kernels[0]] for model, outcome in outcomes.items()},
+            indent=1, sort_keys=True) + "\n")
+        os.replace(partial, record)
+        lines.append(f"stock outcomes recorded in {record}")
     return lines
 
 
+def check_selftests_against_record(preempt, kernel="clear"):
+    """Like check_selftests(), with stock's outcomes from STOCK_SELFTESTS."""
+    stock = json.loads(STOCK_SELFTESTS.read_text())
+    for model in preempt:
+        if model not in stock:
+            raise ZdinitError(
+                f"{STOCK_SELFTESTS.name} has no outcomes for preempt={model};"
+                " record them with 'python3 -m zdinit clear-check --selftests"
+                " --record-stock'")
+    outcomes = selftest_outcomes(preempt, [kernel])
+    return [line for model, outcome in outcomes.items()
+            for line in same_selftest_outcomes(
+                {"stock (recorded)": stock[model], kernel: outcome[kernel]},
+                model)]
+
+
 def same_selftest_outcomes(outcome, preempt):
-    """outcome: {kernel: {test: (exit, totals, failed)}}, stock first.
+    """outcome: {kernel: {test: [exit, totals, failed]}}, stock first.
     Every kernel must match the first; one line per test when they do."""
     (stock, base), *others = outcome.items()
     for kernel, other in others:

@@ -160,18 +160,19 @@ def cmd_bench(args):
     print(f"\nresults: {final} (results/latest)")
 
 
-def clear_spec(args):
-    """The clear family's options, checked; the host must back the guest."""
+def clear_spec(args, kernels):
+    """The clear family's options, checked; the host must back the guest
+    of each kernel."""
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
     spec = scenarios.plan_clear(args.pages, args.size,
                                 getattr(args, "loops", None), args.preempt)
-    clear.check_resources(spec)
+    clear.check_resources(spec, kernels)
     return spec
 
 
 def cmd_clear(args):
-    spec = clear_spec(args)
+    spec = clear_spec(args, args.kernels)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         final, runs = clear.run_bench(spec, args.rounds, args.kernels,
@@ -181,12 +182,16 @@ def cmd_clear(args):
 
 
 def cmd_clear_check(args):
-    spec = clear_spec(args)
+    if args.record_stock and not args.selftests:
+        raise UsageError("--record-stock needs --selftests")
+    spec = clear_spec(args, [args.kernel])
     with cache.lock(args.command_line):
         deps.ensure_packages()
         lines = clear.check_zero(spec, args.rounds, args.kernel)
         if args.selftests:
-            lines += clear.check_selftests(spec.preempt)
+            lines += clear.check_selftests(
+                spec.preempt,
+                record=clear.STOCK_SELFTESTS if args.record_stock else None)
     for line in lines:
         print(line)
 
@@ -329,6 +334,10 @@ def parser():
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
                     "6.12 vs the series (about 3 minutes a boot under TCG)")
+    cc.add_argument("--record-stock", action="store_true",
+                    help="with --selftests: write stock's outcomes to "
+                    "zdinit/stock-selftests.json, which make test compares "
+                    "the series with")
     cc.set_defaults(func=cmd_clear_check)
 
     lb = sub.add_parser("lab", help="native store-pattern benchmark")

@@ -9,13 +9,15 @@ from zdinit.errors import ZdinitError
 # Kernel build, guest userspace, QEMU, and the report's plot and tests.
 PACKAGES = [
     "linux-source-6.12", "build-essential", "bc", "bison", "flex",
-    "libelf-dev", "libssl-dev", "cpio", "kmod", "xz-utils", "ccache",
+    "libelf-dev", "libssl-dev", "cpio", "kmod", "xz-utils", "lz4", "ccache",
     "patch", "perl", "qemu-system-x86", "busybox-static", "ndctl",
     "daxctl", "e2fsprogs", "python3-matplotlib", "python3-pytest",
     # checkpatch.pl's SPDX check imports these.
     "python3-ply", "python3-git",
     # check-series builds the series for arm64 and i386 and boots arm64.
     "gcc-aarch64-linux-gnu", "gcc-i686-linux-gnu", "qemu-system-arm",
+    # The KMSAN kernels (make test-full) build with clang.
+    "clang",
 ]
 
 
