@@ -29,12 +29,13 @@ test: setup
 # preempt=none and full (checking the record), the tracepoint-guard and
 # KASAN/lockdep/kmemleak kernels (two more kernel builds), the zero
 # read-back on the clear series' KASAN/lockdep kernel (one more build)
-# and on its KMSAN kernel (a clang build; three times the guest memory).
+# and, for 2M THP under preempt=none, on its KMSAN kernel (a clang build;
+# three times the guest memory).
 test-full: test
 	$(PYTHON) -m pytest -v -m full tests
 	$(ZDINIT) safety --full
 	$(ZDINIT) clear-check --size 1G --kernel clear-debug
-	$(ZDINIT) clear-check --size 1G --kernel clear-kmsan
+	$(ZDINIT) clear-check --pages 2M --size 64M --preempt none --kernel clear-kmsan
 
 test-unit: setup
 	$(PYTHON) -m pytest -v -m "not e2e" tests
