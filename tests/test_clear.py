@@ -205,6 +205,20 @@ def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
         clear.check_selftests_against_record(["voluntary"])
 
 
+def test_recording_one_model_keeps_the_others(monkeypatch, tmp_path):
+    record = tmp_path / "stock.json"
+    record.write_text(json.dumps({"none": {"t": ["0", "a", ""]},
+                                  "full": {"t": ["0", "b", ""]}}))
+    live = {"full": {"clear-base": {"t": ["1", "c", ""]},
+                     "clear": {"t": ["1", "c", ""]}}}
+    monkeypatch.setattr(clear, "selftest_outcomes", lambda preempt, k: live)
+    monkeypatch.setattr(initramfs, "HUGE_SELFTESTS", ("t",))
+    clear.check_selftests(["full"], record=record)
+    assert json.loads(record.read_text()) == {
+        "none": {"t": ["0", "a", ""]}, "full": {"t": ["1", "c", ""]}}
+    assert not (tmp_path / "stock.json.partial").exists()
+
+
 def test_record_stock_needs_selftests(tmp_path):
     proc = run_zdinit(tmp_path, "clear-check", "--record-stock")
     assert proc.returncode == 2, proc.stderr

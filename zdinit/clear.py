@@ -304,15 +304,18 @@ def selftest_outcomes(preempt, kernels):
 
 def check_selftests(preempt, kernels=("clear-base", "clear"), record=None):
     """The clear kernel must pass and fail exactly the selftests stock 6.12
-    passes and fails.  record: a path to write stock's outcomes to."""
+    passes and fails.  record: a path where stock's outcomes replace those
+    of the models run, the other models' kept."""
     outcomes = selftest_outcomes(preempt, kernels)
     lines = [line for model, outcome in outcomes.items()
              for line in same_selftest_outcomes(outcome, model)]
     if record:
+        recorded = json.loads(record.read_text()) if record.exists() else {}
+        recorded.update({model: outcome[kernels[0]]
+                         for model, outcome in outcomes.items()})
         partial = record.with_name(record.name + ".partial")
-        partial.write_text(json.dumps(
-            {model: outcome[kernels[0]] for model, outcome in outcomes.items()},
-            indent=1, sort_keys=True) + "\n")
+        partial.write_text(json.dumps(recorded, indent=1, sort_keys=True)
+                           + "\n")
         os.replace(partial, record)
         lines.append(f"stock outcomes recorded in {record}")
     return lines
