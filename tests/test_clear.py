@@ -165,7 +165,7 @@ def test_memory_check_uses_the_guest_size(monkeypatch):
     assert clear.guest_ram_mb(spec, "clear-kmsan") == \
         3 * clear.guest_ram_mb(spec, "clear")
     clear.check_resources(spec, ["clear"])
-    with pytest.raises(ZdinitError, match="use a smaller --size"):
+    with pytest.raises(ZdinitError, match="for kernel 'clear-kmsan'"):
         clear.check_resources(spec, ["clear", "clear-kmsan"])
 
 
@@ -191,18 +191,32 @@ def test_kmsan_kernels_build_with_clang():
 
 def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
     record = json.loads(clear.STOCK_SELFTESTS.read_text())
-    assert sorted(record["none"]) == sorted(initramfs.HUGE_SELFTESTS)
+    for model in ("none", "full"):
+        assert sorted(record[model]) == sorted(initramfs.HUGE_SELFTESTS)
     live = {"none": {"clear": json.loads(json.dumps(record["none"]))}}
-    monkeypatch.setattr(clear, "selftest_outcomes", lambda preempt, k: live)
+    booted = []
+
+    def outcomes(preempt, kernels):
+        booted.extend(kernels)
+        return live
+    monkeypatch.setattr(clear, "selftest_outcomes", outcomes)
     lines = clear.check_selftests_against_record(["none"])
     assert len(lines) == len(initramfs.HUGE_SELFTESTS)
+    assert booted == ["clear"]     # stock is not built or booted
     # One test failing where stock passed, or the reverse, is an error.
     name = initramfs.HUGE_SELFTESTS[0]
     live["none"]["clear"][name][0] = "1" if record["none"][name][0] == "0" else "0"
     with pytest.raises(ZdinitError, match=f"selftest {name} preempt=none"):
         clear.check_selftests_against_record(["none"])
-    with pytest.raises(ZdinitError, match="no outcomes for preempt=voluntary"):
+    with pytest.raises(ZdinitError, match="every selftest for preempt=voluntary"):
         clear.check_selftests_against_record(["voluntary"])
+    # A selftest the record does not have is refused before any boot.
+    booted.clear()
+    monkeypatch.setattr(initramfs, "HUGE_SELFTESTS",
+                        initramfs.HUGE_SELFTESTS + ("new_test",))
+    with pytest.raises(ZdinitError, match="every selftest for preempt=none"):
+        clear.check_selftests_against_record(["none"])
+    assert booted == []
 
 
 def test_recording_one_model_keeps_the_others(monkeypatch, tmp_path):

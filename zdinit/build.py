@@ -160,9 +160,8 @@ def claim_build_dir(out):
     return marker
 
 
-def build_tree(name, tree, fragments, out=None, vmlinux_only=False):
-    """Build bzImage, in-tree modules and the project module of one tree;
-    or, with vmlinux_only, just link vmlinux (no image, no module)."""
+def build_tree(name, tree, fragments, out=None):
+    """Build bzImage, in-tree modules and the project module of one tree."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
@@ -170,11 +169,10 @@ def build_tree(name, tree, fragments, out=None, vmlinux_only=False):
     configure(tree, out, fragments, env)
     cc = compiler(fragments)
     progress.say(f"building kernel '{name}' in {out}")
-    targets = ("vmlinux",) if vmlinux_only else ("bzImage", "modules")
-    took = proc.run_logged(make_cmd(tree, out, *targets, cc=cc),
+    took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules", cc=cc),
                            out / "build.log", f"build {name}", env=env)
     progress.say(f"kernel '{name}' built in {took:.0f}s")
-    module = None if vmlinux_only else build_module(tree, out, env, cc)
+    module = build_module(tree, out, env, cc)
     release = subprocess.run(
         ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
         capture_output=True, text=True, env=env).stdout.strip()

@@ -49,10 +49,8 @@ def checkpatch(tree, patch):
 def check(name=source.PATCHES.name, build_each=True):
     """Apply series 'name' one patch at a time to a scratch tree.
 
-    After each patch: checkpatch, then an incremental build, so every
-    prefix of the series is bisectable: vmlinux after the patches before
-    the last (the series changes no module and nothing the image adds),
-    the kernel image, modules and the project module after the last.
+    After each patch: checkpatch, then an incremental build of the kernel
+    and the project module, so every prefix of the series is bisectable.
     The build uses stock's configuration for that series (for the
     ZONE_DEVICE one, ccache shares it with the base kernel: the series' test
     options in configs/series.config change every object, so they are built
@@ -78,7 +76,6 @@ def check(name=source.PATCHES.name, build_each=True):
         took = 0.0
         if build_each:
             took = build.build_tree(scratch, tree, list(fragments),
-                                    out=out,
-                                    vmlinux_only=i < len(patches)).build_s
+                                    out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
     return results, cross.check(tree) if build_each and cross_build else []
