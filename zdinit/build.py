@@ -33,8 +33,10 @@ VARIANTS = {
     # The clear series under KMSAN (built with clang).
     "clear-kmsan": (["zdinit", "clear", "kmsan"], source.CLEAR_PATCHES),
 }
-# Fragments only clang can build (KMSAN is a clang instrumentation).
-CLANG_FRAGMENTS = {"kmsan"}
+# The KMSAN fragment; only clang can build it (KMSAN is a clang
+# instrumentation), and it is the only fragment that needs clang.
+KMSAN_FRAGMENT = "kmsan"
+CLANG_FRAGMENTS = {KMSAN_FRAGMENT}
 
 
 @dataclasses.dataclass
@@ -76,7 +78,7 @@ def compiler(fragments):
 
 
 def has_kmsan(variant):
-    return "kmsan" in VARIANTS[variant][0]
+    return KMSAN_FRAGMENT in VARIANTS[variant][0]
 
 
 def jobs():
