@@ -6,7 +6,7 @@ import pytest
 
 from conftest import DATA, ROOT
 from test_cli_errors import run_zdinit
-from zdinit import bench, clear, initramfs, scenarios
+from zdinit import clear, initramfs, qemu, scenarios
 from zdinit.errors import UsageError, ZdinitError
 
 G = 1 << 30
@@ -156,7 +156,7 @@ def test_guest_scripts_are_valid_shell():
 
 
 def test_memory_check_uses_the_guest_size(monkeypatch):
-    monkeypatch.setattr(bench, "mem_available", lambda: 6 * G)
+    monkeypatch.setattr(qemu, "mem_available", lambda: 6 * G)
     clear.check_resources(scenarios.plan_clear(["2M"], "2G"), ["clear"])
     with pytest.raises(ZdinitError, match="use a smaller --size"):
         clear.check_resources(scenarios.plan_clear(["2M"], "4G"), ["clear"])

@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import cli, scenarios
+from zdinit import cli, qemu, scenarios
 
 
 def results_entries():
@@ -127,7 +127,7 @@ def test_too_big_for_host_memory_is_refused(monkeypatch):
     from zdinit import bench, scenarios
     from zdinit.errors import ZdinitError
 
-    monkeypatch.setattr(bench, "mem_available", lambda: 4 << 30)
+    monkeypatch.setattr(qemu, "mem_available", lambda: 4 << 30)
     specs = scenarios.plan(["fsdax-mem"], size="256G")
     with pytest.raises(ZdinitError, match="host memory.*smaller --size"):
         bench.check_resources(specs)

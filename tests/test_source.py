@@ -1,7 +1,7 @@
 """Patch application: a patch that does not fit fails cleanly."""
 import pytest
 
-from zdinit import source
+from zdinit import cross, source
 from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
@@ -52,3 +52,16 @@ def test_series_with_missing_file(tmp_path):
     (tmp_path / "series").write_text("0001-missing.patch\n")
     with pytest.raises(ZdinitError, match="0001-missing.patch"):
         source.series(tmp_path)
+
+
+def test_cross_builds_the_directories_of_the_changed_c_files(tmp_path):
+    """i386 compiles where the series' C files live; header-only and
+    documentation changes add no directory of their own."""
+    one = tmp_path / "1.patch"
+    one.write_text("--- a/mm/mm_init.c\n+++ b/mm/mm_init.c\n"
+                   "--- a/include/linux/mm.h\n+++ b/include/linux/mm.h\n")
+    two = tmp_path / "2.patch"
+    two.write_text("+++ b/arch/x86/lib/usercopy_64.c\n"
+                   "+++ b/mm/memory_hotplug.c\n+++ b/Documentation/x.rst\n")
+    assert cross.changed_dirs([one, two]) == ["arch/x86/lib/", "mm/"]
+    assert cross.changed_dirs(source.series()) == ["arch/x86/lib/", "mm/"]

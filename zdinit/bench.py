@@ -19,18 +19,10 @@ class Target:
     strategies: tuple
 
 
-def mem_available():
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
 def check_resources(specs):
     for spec in specs:
         need = spec.guest_ram_mb() * MiB + spec.image_touched_bytes()
-        have = mem_available()
+        have = qemu.mem_available()
         if need + (1 << 30) > have:
             raise ZdinitError(
                 f"{spec.scenario.name} at {spec.size >> 30}G needs about "

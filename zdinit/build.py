@@ -197,18 +197,20 @@ def build(variant):
     return build_tree(variant, tree, fragments)
 
 
-def build_arch(name, tree, fragments, arch):
-    """Cross-build the kernel image of tree for arch; return its path."""
+def build_arch(name, tree, fragments, arch, targets, werror=False):
+    """Cross-build make targets of tree for arch; return the build dir."""
     deps.require_tool(f"{arch.cross_compile}gcc", arch.package)
     out = cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 2 << 30, f"building {name}")
     building = claim_build_dir(out)
     configure(tree, out, fragments, env, arch=arch)
-    progress.say(f"building kernel '{name}' for {arch.name} in {out}")
-    took = proc.run_logged(make_cmd(tree, out, pathlib.Path(arch.image).name,
-                                    arch=arch),
-                           out / "build.log", f"build {name}", env=env)
-    progress.say(f"kernel '{name}' built in {took:.0f}s")
+    progress.say(f"building {' '.join(targets)} of '{name}' for {arch.name}"
+                 f" in {out}")
+    cmd = make_cmd(tree, out, *targets, arch=arch)
+    if werror:
+        cmd.append("KCFLAGS=-Werror")
+    took = proc.run_logged(cmd, out / "build.log", f"build {name}", env=env)
+    progress.say(f"'{name}' built in {took:.0f}s")
     building.unlink()
-    return out / arch.image
+    return out

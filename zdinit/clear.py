@@ -86,7 +86,7 @@ def check_resources(spec, kernels):
     """Refuse, before any boot, a size the host cannot back."""
     kernel = max(kernels, key=lambda k: guest_ram_mb(spec, k))
     need = guest_ram_mb(spec, kernel) * MiB
-    have = bench.mem_available()
+    have = qemu.mem_available()
     if need + (1 << 30) > have:
         raise ZdinitError(
             f"clear at {spec.size // MiB} MiB needs a guest of "
@@ -257,28 +257,35 @@ def check_zero(spec, zero_rounds=2, kernel="clear"):
     """Every method on every preemption model, and once more on the first
     model with init_on_alloc/init_on_free: cleared pages read back 0."""
     targets, accel, _ = prepare(spec, [kernel])
-    boots = [(preempt, ()) for preempt in spec.preempt]
-    boots.append((spec.preempt[0], INIT_ON_ALLOC_FREE))
-    lines = []
-    for preempt, cmdline in boots:
-        for target in targets:
-            label = " ".join((f"clear-zero {target.kernel.variant} "
-                              f"preempt={preempt}",) + cmdline)
-            run = boot(target, spec, "clear-zero", preempt, accel, None,
-                       label, extra={"zero_rounds": zero_rounds},
-                       cmdline=cmdline)
-            want = len(spec.pages) * len(target.strategies)
-            if len(run.zero) != want:
-                raise ZdinitError(f"{label}: {len(run.zero)} zero checks, "
-                                  f"expected {want}")
-            for z in run.zero:
-                if z["bad"] != "0":
-                    raise ZdinitError(f"{label}: {z['bad']} non-zero words "
-                                      f"in {z['page']} pages ({z['method']})")
-                lines.append(f"{label} {z['page']} {z['method']}: "
-                             f"{z['rounds']} rounds of {z['bytes']} bytes "
-                             f"read back zero")
-    return lines
+    models = [(preempt, ()) for preempt in spec.preempt]
+    models.append((spec.preempt[0], INIT_ON_ALLOC_FREE))
+
+    def zero_boot(item):
+        (preempt, cmdline), target = item
+        label = " ".join((f"clear-zero {target.kernel.variant} "
+                          f"preempt={preempt}",) + cmdline)
+        run = boot(target, spec, "clear-zero", preempt, accel, None,
+                   label, extra={"zero_rounds": zero_rounds},
+                   cmdline=cmdline)
+        want = len(spec.pages) * len(target.strategies)
+        if len(run.zero) != want:
+            raise ZdinitError(f"{label}: {len(run.zero)} zero checks, "
+                              f"expected {want}")
+        lines = []
+        for z in run.zero:
+            if z["bad"] != "0":
+                raise ZdinitError(f"{label}: {z['bad']} non-zero words "
+                                  f"in {z['page']} pages ({z['method']})")
+            lines.append(f"{label} {z['page']} {z['method']}: "
+                         f"{z['rounds']} rounds of {z['bytes']} bytes "
+                         f"read back zero")
+        return lines
+
+    boots = [(model, target) for model in models for target in targets]
+    guest = max(guest_ram_mb(spec, target.kernel.variant)
+                for target in targets) * MiB
+    return [line for lines in qemu.map_checks(zero_boot, boots, guest)
+            for line in lines]
 
 
 def selftest_outcomes(preempt, kernels):

@@ -1,4 +1,5 @@
 """Boot a kernel in QEMU with emulated NVDIMMs and capture its console."""
+import concurrent.futures
 import dataclasses
 import json
 import os
@@ -119,6 +120,43 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
         raise ZdinitError(f"{label}: {why}{first}; console log "
                           f"{log_path or '(not kept)'}; last lines:\n{tail}")
     return Boot(text, accel, wall)
+
+
+def mem_available():
+    with open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def checks_at_once(guest_bytes):
+    """How many guests of guest_bytes each a correctness check may run side
+    by side.
+
+    Under TCG a guest mostly keeps one of its two vCPU threads busy, so
+    two guests use both cores of a two-core host.  Only for checks whose
+    verdict does not depend on time (safety, the zero read-back); a
+    benchmark boots one guest at a time.  No more than two, and only as
+    many as the host's available memory holds with 1 GiB to spare.
+    """
+    fit = (mem_available() - (1 << 30)) // max(guest_bytes, 1)
+    return max(1, min(2, os.cpu_count() or 1, fit))
+
+
+def map_checks(fn, items, guest_bytes):
+    """[fn(item) for item in items], each booting one guest of guest_bytes,
+    checks_at_once() of them at a time.
+
+    The first failure (in item order) is raised once the running calls
+    have returned; calls not yet started are dropped.
+    """
+    pool = concurrent.futures.ThreadPoolExecutor(checks_at_once(guest_bytes))
+    try:
+        futures = [pool.submit(fn, item) for item in items]
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(cancel_futures=True)
 
 
 def _kvm_probe_key(kernel):

@@ -78,4 +78,5 @@ def check(name=source.PATCHES.name, build_each=True):
             took = build.build_tree(scratch, tree, list(fragments),
                                     out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
-    return results, cross.check(tree) if build_each and cross_build else []
+    return results, (cross.check(tree, patches)
+                     if build_each and cross_build else [])
