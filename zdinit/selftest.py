@@ -18,6 +18,8 @@ from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
 GiB = 1 << 30
+# Each guest's RAM and what it may write of its NVDIMM image.
+GUEST_BYTES = 1536 * MiB + 128 * MiB
 # type:size_mb:offset_mb:shift.  Offsets of 2 MiB start the ranges off
 # section (128 MiB) boundaries; odd sizes end them off those boundaries too.
 GEOMETRIES = (
@@ -59,7 +61,7 @@ def run_kunit(target, accel, logs):
     qemu.boot(target.kernel, target.initrd, {"scenario": "probe"}, accel,
               ram_mb=1536, timeout_s=900, log_path=log, label="selftest kunit",
               cmdline=("kunit.enable=1", "loglevel=7"))
-    return f"KUnit {kunit.SUITE}: {kunit.verdict(target.kernel.tree, log)}"
+    return [f"KUnit {kunit.SUITE}: {kunit.verdict(target.kernel.tree, log)}"]
 
 
 def run_module_matrix(target, accel, logs):
@@ -113,9 +115,11 @@ def run(target, accel, altmap):
     """altmap: altmap_specs()' RunSpecs."""
     with tempfile.TemporaryDirectory(prefix="zdinit-selftest-") as tmp:
         logs = pathlib.Path(tmp)
-        out = [run_kunit(target, accel, logs)]
-        out += run_module_matrix(target, accel, logs)
-        out += run_skip_injection(target, accel, logs)
+        # Three guests with their own logs: side by side where they fit.
+        parts = qemu.map_checks(lambda part: part(target, accel, logs),
+                                (run_kunit, run_module_matrix,
+                                 run_skip_injection), GUEST_BYTES)
+        out = [line for lines in parts for line in lines]
         samples = bench.run_bench([target], altmap, 1, accel, logs,
                                   verify=True)
     for (scenario, align, _, strategy), entry in sorted(samples.items()):
