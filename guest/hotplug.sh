@@ -122,10 +122,10 @@ hp_zone_free() {
 }
 
 # Onlined memory is used for real, then offlined under its user: kmem's
-# blocks onlined movable, most of them filled with a pattern by a process
-# that keeps the memory (zdcheck hold), every block offlined while it does
-# (its pages must migrate to boot RAM), the pattern verified, and the
-# blocks onlined again.  The pages must have come from the new memory:
+# blocks onlined movable, check_bytes of them filled with a pattern by a
+# process that keeps the memory (zdcheck hold), every block offlined while
+# it does (its pages must migrate to boot RAM), the pattern verified, and
+# the blocks onlined again.  The pages must have come from the new memory:
 # ZONE_MOVABLE holds nothing else here.
 hotplug_use() {
 	hold_bytes=$(param check_bytes 536870912)

@@ -54,14 +54,18 @@ def test_series_with_missing_file(tmp_path):
         source.series(tmp_path)
 
 
-def test_cross_builds_the_directories_of_the_changed_c_files(tmp_path):
+def test_cross_compiles_the_directories_of_the_changed_c_files(tmp_path):
     """i386 compiles where the series' C files live; header-only and
     documentation changes add no directory of their own."""
     one = tmp_path / "1.patch"
     one.write_text("--- a/mm/mm_init.c\n+++ b/mm/mm_init.c\n"
                    "--- a/include/linux/mm.h\n+++ b/include/linux/mm.h\n")
     two = tmp_path / "2.patch"
-    two.write_text("+++ b/arch/x86/lib/usercopy_64.c\n"
-                   "+++ b/mm/memory_hotplug.c\n+++ b/Documentation/x.rst\n")
-    assert cross.changed_dirs([one, two]) == ["arch/x86/lib/", "mm/"]
-    assert cross.changed_dirs(source.series()) == ["arch/x86/lib/", "mm/"]
+    two.write_text("+++ b/arch/x86/lib/usercopy_64.c\t2024-01-01 00:00\n"
+                   "+++ b/mm/memory_hotplug.c\n+++ b/Documentation/x.rst\n"
+                   "+++ b/mm/notc.cc\n")
+    files = cross.changed_c_files([one, two])
+    assert files == ["arch/x86/lib/usercopy_64.c", "mm/memory_hotplug.c",
+                     "mm/mm_init.c"]
+    assert cross.changed_dirs(files) == ["arch/x86/lib/", "mm/"]
+    assert "mm/mm_init.c" in cross.changed_c_files(source.series())

@@ -14,7 +14,8 @@ PACKAGES = [
     "daxctl", "e2fsprogs", "python3-matplotlib", "python3-pytest",
     # checkpatch.pl's SPDX check imports these.
     "python3-ply", "python3-git",
-    # check-series builds the series for arm64 and i386 and boots arm64.
+    # check-series builds the series for arm64 and boots it, and compiles
+    # the series' C files for i386.
     "gcc-aarch64-linux-gnu", "gcc-i686-linux-gnu", "qemu-system-arm",
     # The KMSAN kernels (make test-full) build with clang.
     "clang",

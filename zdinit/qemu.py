@@ -88,6 +88,8 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
     qemu = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, errors="replace")
+    with _guests_lock:
+        _guests.add(qemu)
     timer = threading.Timer(timeout_s, qemu.kill)
     timer.start()
     try:
@@ -104,6 +106,8 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
         qemu.wait()
     finally:
         timer.cancel()
+        with _guests_lock:
+            _guests.discard(qemu)
         if log:
             log.close()
         if qemu.poll() is None:
@@ -130,33 +134,63 @@ def mem_available():
     return 0
 
 
+# What QEMU itself takes beside the guest's RAM (TCG's translation cache,
+# device state), rounded up.
+QEMU_OVERHEAD = 512 << 20
+
+
 def checks_at_once(guest_bytes):
-    """How many guests of guest_bytes each a correctness check may run side
-    by side.
+    """How many guests of guest_bytes each (RAM and the image bytes they
+    write) a correctness check may run side by side.
 
     Under TCG a guest mostly keeps one of its two vCPU threads busy, so
     two guests use both cores of a two-core host.  Only for checks whose
-    verdict does not depend on time (safety, the zero read-back); a
-    benchmark boots one guest at a time.  No more than two, and only as
-    many as the host's available memory holds with 1 GiB to spare.
+    verdict does not depend on time (safety, the zero read-back, the
+    memmap selftest); a benchmark boots one guest at a time.  No more than
+    two, and only as many as the host's available memory holds with 1 GiB
+    to spare.
     """
-    fit = (mem_available() - (1 << 30)) // max(guest_bytes, 1)
-    return max(1, min(2, os.cpu_count() or 1, fit))
+    fit = (mem_available() - (1 << 30)) // (guest_bytes + QEMU_OVERHEAD)
+    return max(1, min(2, len(os.sched_getaffinity(0)), fit))
 
 
 def map_checks(fn, items, guest_bytes):
-    """[fn(item) for item in items], each booting one guest of guest_bytes,
-    checks_at_once() of them at a time.
+    """[fn(item) for item in items], each call booting one guest of
+    guest_bytes, checks_at_once() of them at a time.
 
-    The first failure (in item order) is raised once the running calls
-    have returned; calls not yet started are dropped.
+    On the first failure no further call starts, the guests still running
+    are killed, and the failure of the earliest item that failed is
+    raised; so is an interruption (^C, SIGTERM), after the same kill.
     """
-    pool = concurrent.futures.ThreadPoolExecutor(checks_at_once(guest_bytes))
+    items = list(items)
+    at_once = checks_at_once(guest_bytes)
+    if at_once == 1:
+        return [fn(item) for item in items]
+    pool = concurrent.futures.ThreadPoolExecutor(at_once)
+    futures = [pool.submit(fn, item) for item in items]
     try:
-        futures = [pool.submit(fn, item) for item in items]
-        return [future.result() for future in futures]
+        done, _ = concurrent.futures.wait(
+            futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+        failed = [f for f in futures if f in done and f.exception()]
+        if failed:
+            raise failed[0].exception()
+        return [f.result() for f in futures]
     finally:
-        pool.shutdown(cancel_futures=True)
+        pool.shutdown(wait=False, cancel_futures=True)
+        _kill_guests()
+        pool.shutdown(wait=True)
+
+
+# QEMU processes of running boot() calls, so that map_checks() can stop the
+# guests of other threads.
+_guests = set()
+_guests_lock = threading.Lock()
+
+
+def _kill_guests():
+    with _guests_lock:
+        for guest in _guests:
+            guest.kill()
 
 
 def _kvm_probe_key(kernel):

@@ -18,8 +18,9 @@ from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
 GiB = 1 << 30
-# Each guest's RAM and what it may write of its NVDIMM image.
-GUEST_BYTES = 1536 * MiB + 128 * MiB
+GUEST_RAM_MB = 1536
+# The skip injection's NVDIMM image, all of which it may write.
+IMAGE_BYTES = 2 * GiB
 # type:size_mb:offset_mb:shift.  Offsets of 2 MiB start the ranges off
 # section (128 MiB) boundaries; odd sizes end them off those boundaries too.
 GEOMETRIES = (
@@ -59,7 +60,8 @@ def check_matrix(run):
 def run_kunit(target, accel, logs):
     log = logs / "kunit.log"
     qemu.boot(target.kernel, target.initrd, {"scenario": "probe"}, accel,
-              ram_mb=1536, timeout_s=900, log_path=log, label="selftest kunit",
+              ram_mb=GUEST_RAM_MB, timeout_s=900, log_path=log,
+              label="selftest kunit",
               cmdline=("kunit.enable=1", "loglevel=7"))
     return [f"KUnit {kunit.SUITE}: {kunit.verdict(target.kernel.tree, log)}"]
 
@@ -70,7 +72,8 @@ def run_module_matrix(target, accel, logs):
               "strategies": ",".join(target.strategies),
               "geometries": "+".join(g for g, _ in GEOMETRIES)}
     boot = qemu.boot(target.kernel, target.initrd, params, accel,
-                     ram_mb=1536, timeout_s=900, label="selftest matrix",
+                     ram_mb=GUEST_RAM_MB, timeout_s=900,
+                     label="selftest matrix",
                      log_path=logs / "matrix.log")
     matrix = parse.parse(boot.log)
     if matrix.splats:
@@ -88,10 +91,10 @@ def run_skip_injection(target, accel, logs):
     """The check must catch what it exists for: on an altmap namespace
     whose memmap still holds the slow path's pages, a fast path that
     leaves some unwritten."""
-    with qemu.SparseImage(2 * GiB, 128 * MiB, "selftest-skip") as img:
+    with qemu.SparseImage(IMAGE_BYTES, IMAGE_BYTES, "selftest-skip") as img:
         boot = qemu.boot(target.kernel, target.initrd,
                          {"scenario": "verify-catches-skip", "verify": 1},
-                         accel, ram_mb=1536, timeout_s=900,
+                         accel, ram_mb=GUEST_RAM_MB, timeout_s=900,
                          nvdimms=[(img.path, img.size)],
                          log_path=logs / "skip.log",
                          label="selftest skip injection")
@@ -118,7 +121,8 @@ def run(target, accel, altmap):
         # Three guests with their own logs: side by side where they fit.
         parts = qemu.map_checks(lambda part: part(target, accel, logs),
                                 (run_kunit, run_module_matrix,
-                                 run_skip_injection), GUEST_BYTES)
+                                 run_skip_injection),
+                                GUEST_RAM_MB * MiB + IMAGE_BYTES)
         out = [line for lines in parts for line in lines]
         samples = bench.run_bench([target], altmap, 1, accel, logs,
                                   verify=True)

@@ -56,7 +56,7 @@ def check(name=source.PATCHES.name, build_each=True):
     options in configs/series.config change every object, so they are built
     once, in the patched kernel).  Each series has its own scratch tree and
     build directory.  Then, for a series that asks for it, the whole series
-    is built for the other architectures (cross.py).
+    is built for arm64 and its C files compiled for i386 (cross.py).
     Returns (per-patch results, cross-build lines).
     """
     directory, fragments, cross_build = SERIES[name]
