@@ -23,7 +23,7 @@ def check_resources(specs):
     for spec in specs:
         need = spec.guest_ram_mb() * MiB + spec.image_touched_bytes()
         have = qemu.mem_available()
-        if need + (1 << 30) > have:
+        if need + qemu.HOST_MEMORY_SPARE > have:
             raise ZdinitError(
                 f"{spec.scenario.name} at {spec.size >> 30}G needs about "
                 f"{need >> 30} GiB of host memory, {have >> 30} GiB available;"

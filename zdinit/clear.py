@@ -87,7 +87,7 @@ def check_resources(spec, kernels):
     kernel = max(kernels, key=lambda k: guest_ram_mb(spec, k))
     need = guest_ram_mb(spec, kernel) * MiB
     have = qemu.mem_available()
-    if need + (1 << 30) > have:
+    if need + qemu.HOST_MEMORY_SPARE > have:
         raise ZdinitError(
             f"clear at {spec.size // MiB} MiB needs a guest of "
             f"{need // MiB} MiB for kernel '{kernel}' and the host has "

@@ -126,6 +126,10 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
     return Boot(text, accel, wall)
 
 
+# Host memory the guests must leave free for everything else.
+HOST_MEMORY_SPARE = 1 << 30
+
+
 def mem_available():
     with open("/proc/meminfo") as fh:
         for line in fh:
@@ -147,10 +151,11 @@ def checks_at_once(guest_bytes):
     two guests use both cores of a two-core host.  Only for checks whose
     verdict does not depend on time (safety, the zero read-back, the
     memmap selftest); a benchmark boots one guest at a time.  No more than
-    two, and only as many as the host's available memory holds with 1 GiB
-    to spare.
+    two, and only as many as the host's available memory holds, leaving
+    HOST_MEMORY_SPARE.
     """
-    fit = (mem_available() - (1 << 30)) // (guest_bytes + QEMU_OVERHEAD)
+    fit = ((mem_available() - HOST_MEMORY_SPARE)
+           // (guest_bytes + QEMU_OVERHEAD))
     return max(1, min(2, len(os.sched_getaffinity(0)), fit))
 
 
