@@ -19,6 +19,7 @@ const char *const strategy_names[NR_STRATEGIES] = {
 	[S_SLOW] = "slow",
 	[S_TEMPLATE_U64] = "template-u64",
 	[S_TEMPLATE_MEMCPY] = "template-memcpy",
+	[S_TEMPLATE_REGS] = "template-regs",
 	[S_MOVNTI] = "movnti",
 	[S_SSE2] = "sse2-movntdq",
 	[S_AVX2] = "avx2-vmovntdq",
@@ -127,6 +128,54 @@ static void copy_u64(unsigned char *dst, const unsigned char *src,
 
 	for (size_t i = 0; i < size / 8; i++)
 		d[i] = s[i];
+}
+
+/*
+ * The kernel's cached template copy since it copies from a local: the
+ * template is read into registers once, and each struct page is one u64
+ * store per word and no load.  template-u64 reads the template again for
+ * every page, as a copy from a template that may alias the destination
+ * must.  words is a constant at every call, so the loop unrolls and w
+ * stays in registers.
+ */
+#define MAX_REGS_WORDS	10	/* an 80-byte struct page */
+
+static inline __attribute__((always_inline)) void
+fill_regs(unsigned char *dst, size_t nr, const unsigned char *template,
+	  const size_t words)
+{
+	uint64_t w[MAX_REGS_WORDS];
+
+	memcpy(w, template, words * sizeof(w[0]));
+	for (size_t i = 0; i < nr; i++) {
+		uint64_t *d = (uint64_t *)(dst + i * words * sizeof(w[0]));
+
+#pragma GCC unroll 10
+		for (size_t k = 0; k < words; k++)
+			d[k] = w[k];
+	}
+}
+
+/* The struct page sizes of 64-bit configurations; false for any other. */
+static bool fill_regs_sized(unsigned char *dst, size_t nr,
+			    const unsigned char *template, size_t size)
+{
+	switch (size) {
+	case 56:
+		fill_regs(dst, nr, template, 7);
+		return true;
+	case 64:
+		fill_regs(dst, nr, template, 8);
+		return true;
+	case 72:
+		fill_regs(dst, nr, template, 9);
+		return true;
+	case 80:
+		fill_regs(dst, nr, template, 10);
+		return true;
+	default:
+		return false;
+	}
 }
 
 /* ---- streaming stores of one 64-byte line ----------------------------- */
@@ -253,6 +302,14 @@ static void fill_pages(enum strategy s, unsigned char *dst, size_t nr,
 	if (s == S_TEMPLATE_MEMCPY) {
 		for (size_t i = 0; i < nr; i++)
 			memcpy(dst + i * size, template, size);
+		return;
+	}
+	if (s == S_TEMPLATE_REGS) {
+		if (!fill_regs_sized(dst, nr, template, size)) {
+			fprintf(stderr, "zdlab: template-regs has no %zu-byte struct page\n",
+				size);
+			exit(2);
+		}
 		return;
 	}
 

@@ -58,6 +58,7 @@ enum strategy {
 	S_SLOW,			/* replica of the slow path's stores */
 	S_TEMPLATE_U64,		/* cached fixed-offset u64 copies */
 	S_TEMPLATE_MEMCPY,	/* cached memcpy() per page */
+	S_TEMPLATE_REGS,	/* cached u64 stores from registers (64 B) */
 	S_MOVNTI,		/* 8-byte streaming stores (the seeds' method) */
 	S_SSE2,			/* 4 x 16-byte MOVNTDQ per line */
 	S_AVX2,			/* 2 x 32-byte VMOVNTDQ per line */

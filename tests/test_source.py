@@ -69,3 +69,13 @@ def test_cross_compiles_the_directories_of_the_changed_c_files(tmp_path):
                      "mm/mm_init.c"]
     assert cross.changed_dirs(files) == ["arch/x86/lib/", "mm/"]
     assert "mm/mm_init.c" in cross.changed_c_files(source.series())
+
+
+def test_patched_memcpy_differs_from_patched_by_patch_13_alone():
+    from zdinit import build
+    series = [p.resolve() for p in source.series(source.PATCHES)]
+    memcpy = [p.resolve() for p in source.series(source.MEMCPY_PATCHES)]
+    assert memcpy == series[:-1]
+    assert "copy-the-ZONE_DEVICE-memmap-template" in series[-1].name
+    assert build.VARIANTS["patched-memcpy"] == (
+        build.VARIANTS["patched"][0], source.MEMCPY_PATCHES)
