@@ -19,6 +19,7 @@ const char *const strategy_names[NR_STRATEGIES] = {
 	[S_SLOW] = "slow",
 	[S_TEMPLATE_U64] = "template-u64",
 	[S_TEMPLATE_MEMCPY] = "template-memcpy",
+	[S_TEMPLATE_RELOAD] = "template-reload",
 	[S_TEMPLATE_REGS] = "template-regs",
 	[S_MOVNTI] = "movnti",
 	[S_SSE2] = "sse2-movntdq",
@@ -131,20 +132,22 @@ static void copy_u64(unsigned char *dst, const unsigned char *src,
 }
 
 /*
- * The kernel's cached template copy since it copies from a local: the
- * template is read into registers once, and each struct page is one u64
- * store per word and no load.  template-u64 reads the template again for
- * every page, as a copy from a template that may alias the destination
- * must.  words is a constant at every call, so the loop unrolls and w
- * stays in registers.
+ * The kernel's cached template copies, unrolled as the compiler unrolls a
+ * struct page assignment.  Before patch 13 the kernel copied from the
+ * template itself, which a store to the destination may alias, so every
+ * word is read again for every page (reload); patch 13 copies from a
+ * local, which stays in registers: one store per word and no load.
+ * template-u64 is the same reload as a loop over the words.  words is a
+ * constant at every call, so the loop over it unrolls.
  */
-#define MAX_REGS_WORDS	10	/* an 80-byte struct page */
+#define MAX_UNROLLED_WORDS	10	/* an 80-byte struct page */
 
 static inline __attribute__((always_inline)) void
-fill_regs(unsigned char *dst, size_t nr, const unsigned char *template,
-	  const size_t words)
+fill_unrolled(unsigned char *dst, size_t nr, const unsigned char *template,
+	      const size_t words, bool reload)
 {
-	uint64_t w[MAX_REGS_WORDS];
+	const uint64_t *t = (const uint64_t *)template;
+	uint64_t w[MAX_UNROLLED_WORDS];
 
 	memcpy(w, template, words * sizeof(w[0]));
 	for (size_t i = 0; i < nr; i++) {
@@ -152,26 +155,27 @@ fill_regs(unsigned char *dst, size_t nr, const unsigned char *template,
 
 #pragma GCC unroll 10
 		for (size_t k = 0; k < words; k++)
-			d[k] = w[k];
+			d[k] = reload ? t[k] : w[k];
 	}
 }
 
 /* The struct page sizes of 64-bit configurations; false for any other. */
-static bool fill_regs_sized(unsigned char *dst, size_t nr,
-			    const unsigned char *template, size_t size)
+static inline __attribute__((always_inline)) bool fill_unrolled_sized(unsigned char *dst, size_t nr,
+				const unsigned char *template, size_t size,
+				bool reload)
 {
 	switch (size) {
 	case 56:
-		fill_regs(dst, nr, template, 7);
+		fill_unrolled(dst, nr, template, 7, reload);
 		return true;
 	case 64:
-		fill_regs(dst, nr, template, 8);
+		fill_unrolled(dst, nr, template, 8, reload);
 		return true;
 	case 72:
-		fill_regs(dst, nr, template, 9);
+		fill_unrolled(dst, nr, template, 9, reload);
 		return true;
 	case 80:
-		fill_regs(dst, nr, template, 10);
+		fill_unrolled(dst, nr, template, 10, reload);
 		return true;
 	default:
 		return false;
@@ -304,10 +308,13 @@ static void fill_pages(enum strategy s, unsigned char *dst, size_t nr,
 			memcpy(dst + i * size, template, size);
 		return;
 	}
-	if (s == S_TEMPLATE_REGS) {
-		if (!fill_regs_sized(dst, nr, template, size)) {
-			fprintf(stderr, "zdlab: template-regs has no %zu-byte struct page\n",
-				size);
+	if (s == S_TEMPLATE_RELOAD || s == S_TEMPLATE_REGS) {
+		/* Two calls, so that each copy loop has no test of s. */
+		if (s == S_TEMPLATE_RELOAD ?
+		    !fill_unrolled_sized(dst, nr, template, size, true) :
+		    !fill_unrolled_sized(dst, nr, template, size, false)) {
+			fprintf(stderr, "zdlab: %s has no %zu-byte struct page\n",
+				strategy_names[s], size);
 			exit(2);
 		}
 		return;

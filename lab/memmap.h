@@ -56,9 +56,10 @@ size_t geometry_written(const struct geometry *g, size_t nr_pfns);
 
 enum strategy {
 	S_SLOW,			/* replica of the slow path's stores */
-	S_TEMPLATE_U64,		/* cached fixed-offset u64 copies */
+	S_TEMPLATE_U64,		/* cached u64 copies, a loop over the words */
 	S_TEMPLATE_MEMCPY,	/* cached memcpy() per page */
-	S_TEMPLATE_REGS,	/* cached u64 stores from registers (64 B) */
+	S_TEMPLATE_RELOAD,	/* unrolled u64 copies (kernel before patch 13) */
+	S_TEMPLATE_REGS,	/* unrolled u64 stores from registers (patch 13) */
 	S_MOVNTI,		/* 8-byte streaming stores (the seeds' method) */
 	S_SSE2,			/* 4 x 16-byte MOVNTDQ per line */
 	S_AVX2,			/* 2 x 32-byte VMOVNTDQ per line */

@@ -15,8 +15,8 @@ MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
 VARIANTS = {
     "base": (["zdinit"], None),
     "patched": (["zdinit", "series"], source.PATCHES),
-    # The series up to patch 12, whose template copy reads the template
-    # again for every struct page: patch 13 alone.
+    # The series without patch 7, whose template copy reads the template
+    # again for every struct page: patch 7 alone.
     "patched-memcpy": (["zdinit", "series"], source.MEMCPY_PATCHES),
     # Stock 6.12 plus patch 11 alone: onlining's breakdown without the
     # ZONE_DEVICE series (hotplug scenarios).

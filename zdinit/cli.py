@@ -18,7 +18,7 @@ KERNELS = ("base", "patched")
 # hotplug-base: stock plus the hotplug timing patch alone, for kmem and
 # virtio-mem; hotplug-contig: that plus the contiguity walk patch.
 HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig")
-# patched-memcpy: the series without patch 13 (the template copy from
+# patched-memcpy: the series without patch 7 (the template copy from
 # registers), to measure that patch alone.
 BENCH_KERNELS = KERNELS + ("patched-memcpy",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)

@@ -16,8 +16,8 @@ PATCHES = pathlib.Path(__file__).resolve().parent.parent / "patches" / "linux-6.
 HOTPLUG_PATCHES = PATCHES.with_name("linux-6.12-hotplug")
 # The same plus the contiguity walk patch (patch 12): patch 12 alone, A/B.
 HOTPLUG_CONTIG_PATCHES = PATCHES.with_name("linux-6.12-hotplug-contig")
-# The series without its last patch, the template copy from registers
-# (patch 13): that patch alone, A/B against "patched".
+# The series without patch 7, the template copy from registers: that patch
+# alone, A/B against "patched".
 MEMCPY_PATCHES = PATCHES.with_name("linux-6.12-memcpy")
 # The huge-page clearing series (issue 9): applies to the pristine tree alone.
 CLEAR_PATCHES = PATCHES.with_name("linux-6.12-clear")
