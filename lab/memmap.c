@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include "memmap.h"
+#include "util.h"
 
 #include <immintrin.h>
 #include <stdio.h>
@@ -133,14 +134,23 @@ static void copy_u64(unsigned char *dst, const unsigned char *src,
 
 /*
  * The kernel's cached template copies, unrolled as the compiler unrolls a
- * struct page assignment.  Before patch 13 the kernel copied from the
+ * struct page assignment.  Before patch 7 the kernel copied from the
  * template itself, which a store to the destination may alias, so every
- * word is read again for every page (reload); patch 13 copies from a
+ * word is read again for every page (reload); patch 7 copies from a
  * local, which stays in registers: one store per word and no load.
  * template-u64 is the same reload as a loop over the words.  words is a
  * constant at every call, so the loop over it unrolls.
  */
 #define MAX_UNROLLED_WORDS	10	/* an 80-byte struct page */
+
+/* Words of a struct page the unrolled copies handle, 0 for other sizes. */
+static size_t unrolled_words(size_t size)
+{
+	/* 56 to 80 bytes: the struct page of 64-bit configurations. */
+	if (size % 8 || size < 56 || size > MAX_UNROLLED_WORDS * 8)
+		return 0;
+	return size / 8;
+}
 
 static inline __attribute__((always_inline)) void
 fill_unrolled(unsigned char *dst, size_t nr, const unsigned char *template,
@@ -149,37 +159,45 @@ fill_unrolled(unsigned char *dst, size_t nr, const unsigned char *template,
 	const uint64_t *t = (const uint64_t *)template;
 	uint64_t w[MAX_UNROLLED_WORDS];
 
-	memcpy(w, template, words * sizeof(w[0]));
+	if (!reload)
+		memcpy(w, template, words * sizeof(w[0]));
 	for (size_t i = 0; i < nr; i++) {
 		uint64_t *d = (uint64_t *)(dst + i * words * sizeof(w[0]));
 
-#pragma GCC unroll 10
+#pragma GCC unroll 10	/* MAX_UNROLLED_WORDS */
 		for (size_t k = 0; k < words; k++)
 			d[k] = reload ? t[k] : w[k];
 	}
 }
 
-/* The struct page sizes of 64-bit configurations; false for any other. */
-static inline __attribute__((always_inline)) bool fill_unrolled_sized(unsigned char *dst, size_t nr,
-				const unsigned char *template, size_t size,
-				bool reload)
+static inline __attribute__((always_inline)) void
+fill_unrolled_sized(unsigned char *dst, size_t nr,
+		    const unsigned char *template, size_t size, bool reload)
 {
-	switch (size) {
-	case 56:
+	switch (unrolled_words(size)) {
+	case 7:
 		fill_unrolled(dst, nr, template, 7, reload);
-		return true;
-	case 64:
+		break;
+	case 8:
 		fill_unrolled(dst, nr, template, 8, reload);
-		return true;
-	case 72:
+		break;
+	case 9:
 		fill_unrolled(dst, nr, template, 9, reload);
-		return true;
-	case 80:
+		break;
+	case 10:
 		fill_unrolled(dst, nr, template, 10, reload);
-		return true;
+		break;
 	default:
-		return false;
+		/* strategy_fits() keeps other sizes away. */
+		die("no unrolled copy of a %zu-byte struct page", size);
 	}
+}
+
+bool strategy_fits(enum strategy s, size_t size)
+{
+	if (s == S_TEMPLATE_RELOAD || s == S_TEMPLATE_REGS)
+		return unrolled_words(size);
+	return true;
 }
 
 /* ---- streaming stores of one 64-byte line ----------------------------- */
@@ -308,15 +326,13 @@ static void fill_pages(enum strategy s, unsigned char *dst, size_t nr,
 			memcpy(dst + i * size, template, size);
 		return;
 	}
-	if (s == S_TEMPLATE_RELOAD || s == S_TEMPLATE_REGS) {
-		/* Two calls, so that each copy loop has no test of s. */
-		if (s == S_TEMPLATE_RELOAD ?
-		    !fill_unrolled_sized(dst, nr, template, size, true) :
-		    !fill_unrolled_sized(dst, nr, template, size, false)) {
-			fprintf(stderr, "zdlab: %s has no %zu-byte struct page\n",
-				strategy_names[s], size);
-			exit(2);
-		}
+	/* Two calls, so that neither copy loop tests s. */
+	if (s == S_TEMPLATE_RELOAD) {
+		fill_unrolled_sized(dst, nr, template, size, true);
+		return;
+	}
+	if (s == S_TEMPLATE_REGS) {
+		fill_unrolled_sized(dst, nr, template, size, false);
 		return;
 	}
 

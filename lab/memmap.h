@@ -58,8 +58,8 @@ enum strategy {
 	S_SLOW,			/* replica of the slow path's stores */
 	S_TEMPLATE_U64,		/* cached u64 copies, a loop over the words */
 	S_TEMPLATE_MEMCPY,	/* cached memcpy() per page */
-	S_TEMPLATE_RELOAD,	/* unrolled u64 copies (kernel before patch 13) */
-	S_TEMPLATE_REGS,	/* unrolled u64 stores from registers (patch 13) */
+	S_TEMPLATE_RELOAD,	/* unrolled u64 copies (kernel before patch 7) */
+	S_TEMPLATE_REGS,	/* unrolled u64 stores from registers (patch 7) */
 	S_MOVNTI,		/* 8-byte streaming stores (the seeds' method) */
 	S_SSE2,			/* 4 x 16-byte MOVNTDQ per line */
 	S_AVX2,			/* 2 x 32-byte VMOVNTDQ per line */
@@ -71,6 +71,8 @@ enum strategy {
 extern const char *const strategy_names[NR_STRATEGIES];
 int strategy_find(const char *name);
 bool strategy_supported(enum strategy s, const struct cpu_features *f);
+/* Whether s has a form for a struct page of size bytes. */
+bool strategy_fits(enum strategy s, size_t size);
 bool strategy_streams(enum strategy s);
 
 /*

@@ -243,7 +243,8 @@ static int verify(const struct images *vectors)
 			size_t n = (size_t)1 << g->order;
 
 			for (int s = 0; s < NR_STRATEGIES; s++) {
-				if (!strategy_supported(s, &cpu))
+				if (!strategy_supported(s, &cpu) ||
+				    !strategy_fits(s, img.size))
 					continue;
 				for (int t = 1; t <= 3; t += 2) {
 					if (g->order) {
@@ -377,7 +378,8 @@ static void bench(const struct images *img, struct bench_opts *o)
 						       o->threads[ti], strategy_names[s], len,
 						       nr_pfns, written);
 						first_run = 0;
-						if (!strategy_supported(s, &cpu)) {
+						if (!strategy_supported(s, &cpu) ||
+						    !strategy_fits(s, img->size)) {
 							printf("\"unsupported\": true}\n");
 							continue;
 						}

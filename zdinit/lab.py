@@ -14,7 +14,8 @@ LAB = pathlib.Path(__file__).resolve().parent.parent / "lab"
 VECTORS = LAB / "vectors" / "linux-6.12-x86_64.txt"
 STREAMING = ("movnti", "sse2-movntdq", "avx2-vmovntdq", "avx512-vmovntdq",
              "movdir64b")
-CACHED = ("slow", "template-u64", "template-memcpy")
+CACHED = ("slow", "template-u64", "template-memcpy", "template-reload",
+          "template-regs")
 # A thread count "saturates" a strategy when it reaches this share of the
 # strategy's best rate over all thread counts: the share below which
 # another thread is worth a kernel work item is a judgement, not a

@@ -99,7 +99,10 @@ def _digest(base, paths):
 
 def apply_patch(tree, patch):
     """Apply one patch, refusing cleanly (tree untouched) if it does not fit."""
-    args = ["patch", "-p1", "-s", "-N", "-d", str(tree), "-i", str(patch)]
+    # No .orig backups where a hunk lands at an offset (patched-memcpy
+    # leaves a patch out): the tree holds only what the series makes.
+    args = ["patch", "-p1", "-s", "-N", "--no-backup-if-mismatch", "-d",
+            str(tree), "-i", str(patch)]
     dry = subprocess.run(args + ["--dry-run"], capture_output=True, text=True)
     if dry.returncode != 0:
         why = (dry.stdout + dry.stderr).strip().splitlines()
