@@ -138,6 +138,12 @@ def mem_available():
     return 0
 
 
+# The guest of a correctness check (safety, the memmap selftest) and each
+# of its NVDIMM images, which the check may write whole (gup_test touches
+# 1 GiB, the devdax integrity check 512 MiB and its memmap).
+CHECK_GUEST_RAM_MB = 1536
+CHECK_IMAGE_BYTES = 2 << 30
+
 # What QEMU itself takes beside the guest's RAM (TCG's translation cache,
 # device state), rounded up.
 QEMU_OVERHEAD = 512 << 20

@@ -10,16 +10,11 @@ import json
 from zdinit import parse, progress, qemu, report
 from zdinit.errors import ZdinitError
 
-GiB = 1 << 30
 MiB = 1 << 20
 # MemFree may move by this much between the first and the last churn
 # cycle (slab and page-table noise); a lost memmap of the 2 GiB
 # namespace would cost 32 MiB a cycle, 1.6 GiB over 50.
 CHURN_TOLERANCE_KB = 16 * 1024
-GUEST_RAM_MB = 1536
-# Each NVDIMM image; a check may write all of it (gup_test touches 1 GiB,
-# the devdax integrity check 512 MiB and its memmap).
-IMAGE_BYTES = 2 * GiB
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +92,8 @@ def judge(check):
 
 def run_job(job, kernel_target, accel, logs):
     strategies = kernel_target.strategies
-    params = dict(job.params, scenario=job.scenario, size=IMAGE_BYTES,
+    params = dict(job.params, scenario=job.scenario,
+                  size=qemu.CHECK_IMAGE_BYTES,
                   strategies=",".join(strategies))
     label = f"{job.scenario} on {kernel_target.kernel.variant}"
     progress.say(f"safety: {label}")
@@ -108,11 +104,11 @@ def run_job(job, kernel_target, accel, logs):
     count = 0 if job.scenario == "devprivate-too-large" else job.nvdimms
     with contextlib.ExitStack() as stack:
         images = [stack.enter_context(qemu.SparseImage(
-            IMAGE_BYTES, IMAGE_BYTES,
+            qemu.CHECK_IMAGE_BYTES, qemu.CHECK_IMAGE_BYTES,
             f"{job.scenario}-{kernel_target.kernel.variant}-{i}"))
             for i in range(count)]
         boot = qemu.boot(kernel_target.kernel, kernel_target.initrd, params,
-                         accel, ram_mb=GUEST_RAM_MB,
+                         accel, ram_mb=qemu.CHECK_GUEST_RAM_MB,
                          nvdimms=[(i.path, i.size) for i in images],
                          timeout_s=3600, log_path=log, label=label,
                          labels=job.labels)
@@ -179,8 +175,9 @@ def run(targets, accel, full=False):
         boots = [(job, variant) for job in jobs for variant in job.kernels]
         for job_rows in qemu.map_checks(
                 lambda b: run_job(b[0], targets[b[1]], accel, partial / "logs"),
-                boots, GUEST_RAM_MB * MiB
-                + max(job.nvdimms for job in jobs) * IMAGE_BYTES):
+                boots, qemu.CHECK_GUEST_RAM_MB * MiB
+                + max(job.nvdimms for job in jobs)
+                * qemu.CHECK_IMAGE_BYTES):
             rows += job_rows
         compare_with_base(rows)
         (partial / "safety.json").write_text(json.dumps(rows, indent=1) + "\n")

@@ -17,10 +17,6 @@ from zdinit import bench, kunit, parse, qemu, scenarios
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
-GiB = 1 << 30
-GUEST_RAM_MB = 1536
-# The skip injection's NVDIMM image, all of which it may write.
-IMAGE_BYTES = 2 * GiB
 # type:size_mb:offset_mb:shift.  Offsets of 2 MiB start the ranges off
 # section (128 MiB) boundaries; odd sizes end them off those boundaries too.
 GEOMETRIES = (
@@ -60,7 +56,7 @@ def check_matrix(run):
 def run_kunit(target, accel, logs):
     log = logs / "kunit.log"
     qemu.boot(target.kernel, target.initrd, {"scenario": "probe"}, accel,
-              ram_mb=GUEST_RAM_MB, timeout_s=900, log_path=log,
+              ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900, log_path=log,
               label="selftest kunit",
               cmdline=("kunit.enable=1", "loglevel=7"))
     return [f"KUnit {kunit.SUITE}: {kunit.verdict(target.kernel.tree, log)}"]
@@ -72,7 +68,7 @@ def run_module_matrix(target, accel, logs):
               "strategies": ",".join(target.strategies),
               "geometries": "+".join(g for g, _ in GEOMETRIES)}
     boot = qemu.boot(target.kernel, target.initrd, params, accel,
-                     ram_mb=GUEST_RAM_MB, timeout_s=900,
+                     ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900,
                      label="selftest matrix",
                      log_path=logs / "matrix.log")
     matrix = parse.parse(boot.log)
@@ -91,10 +87,11 @@ def run_skip_injection(target, accel, logs):
     """The check must catch what it exists for: on an altmap namespace
     whose memmap still holds the slow path's pages, a fast path that
     leaves some unwritten."""
-    with qemu.SparseImage(IMAGE_BYTES, IMAGE_BYTES, "selftest-skip") as img:
+    with qemu.SparseImage(qemu.CHECK_IMAGE_BYTES, qemu.CHECK_IMAGE_BYTES,
+                          "selftest-skip") as img:
         boot = qemu.boot(target.kernel, target.initrd,
                          {"scenario": "verify-catches-skip", "verify": 1},
-                         accel, ram_mb=GUEST_RAM_MB, timeout_s=900,
+                         accel, ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900,
                          nvdimms=[(img.path, img.size)],
                          log_path=logs / "skip.log",
                          label="selftest skip injection")
@@ -122,7 +119,8 @@ def run(target, accel, altmap):
         parts = qemu.map_checks(lambda part: part(target, accel, logs),
                                 (run_kunit, run_module_matrix,
                                  run_skip_injection),
-                                GUEST_RAM_MB * MiB + IMAGE_BYTES)
+                                qemu.CHECK_GUEST_RAM_MB * MiB
+                                + qemu.CHECK_IMAGE_BYTES)
         out = [line for lines in parts for line in lines]
         samples = bench.run_bench([target], altmap, 1, accel, logs,
                                   verify=True)
