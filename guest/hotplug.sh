@@ -62,20 +62,37 @@ hp_info() {
 }
 
 # Offline every added block, then online it into the next zone; the
-# rounds rotate the zones like the strategies elsewhere.
+# rounds rotate the zones.  On a kernel with the template path for
+# onlining, zdinit.strategies names the memmap strategies to online with
+# (the ZONE_DEVICE knob, which onlining follows: auto, slow, template),
+# each once per zone and round, in rotated order; "default" leaves the
+# knob alone.
 hp_cycles() {
 	zone=$1
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
 		for next in $HP_ZONES; do
-			hp_step "phase=offline strategy=default zone=$zone mom=$HP_MOM iter=$round" \
-				/zdinit/zdonline offline $HP_BLOCKS
-			hp_step "phase=online strategy=default zone=$next mom=$HP_MOM iter=$round" \
-				/zdinit/zdonline "$(hp_state $next)" $HP_BLOCKS
-			zone=$next
+			for strategy in $(rotated $round); do
+				hp_step "phase=offline strategy=default zone=$zone mom=$HP_MOM iter=$round" \
+					/zdinit/zdonline offline $HP_BLOCKS
+				set_strategy "$strategy"
+				hp_step "phase=online strategy=$strategy zone=$next mom=$HP_MOM iter=$round" \
+					/zdinit/zdonline "$(hp_state $next)" $HP_BLOCKS
+				zone=$next
+			done
 		done
 		round=$((round + 1))
 	done
+}
+
+# With zdinit.verify=1, the kernel checks every memmap it builds from
+# templates against the slow path (hotplug_verify_checked counts the
+# onlined struct pages among them).
+hp_report_verify() {
+	[ "$VERIFY" = 1 ] || return 0
+	[ -r $KNOBS/hotplug_verify_checked ] ||
+		fail "kernel has no $KNOBS/hotplug_verify_checked"
+	emit "hpverify hotplug_checked=$(cat $KNOBS/hotplug_verify_checked)"
 }
 
 hp_kmem_bind() {
@@ -91,9 +108,11 @@ kmem() {
 	hp_debug
 	hp_kmem_add
 	first=${HP_ZONES%% *}
-	hp_step "phase=first strategy=default zone=$first mom=$HP_MOM" \
+	set_strategy "${STRATEGIES%% *}"
+	hp_step "phase=first strategy=${STRATEGIES%% *} zone=$first mom=$HP_MOM" \
 		/zdinit/zdonline "$(hp_state $first)" $HP_BLOCKS
 	hp_cycles "$first"
+	hp_report_verify
 }
 
 # The namespace added to kmem, its blocks offline in $HP_BLOCKS.
@@ -199,9 +218,98 @@ virtio_mem() {
 	first=${HP_ZONES%% *}
 	hp_state "$first" > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
 	hp_mark
-	hp_step "phase=first strategy=default zone=$first mom=$HP_MOM" hp_timed hp_plug
+	set_strategy "${STRATEGIES%% *}"
+	hp_step "phase=first strategy=${STRATEGIES%% *} zone=$first mom=$HP_MOM" hp_timed hp_plug
 	echo offline > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
 	HP_BLOCKS=$(hp_new_blocks)
 	hp_info
 	hp_cycles "$first"
+	hp_report_verify
+}
+
+# The memmap check on onlined memory (selftest): virtio-mem's blocks
+# onlined movable with every strategy of zdinit.strategies, each memmap
+# built from templates checked against the slow path (the totals reported
+# before going on); then onlined movable once more with the template path
+# told to leave $skip struct pages unwritten: exactly that many must
+# differ; then onlined into ZONE_NORMAL, last because kernel allocations
+# may land there and keep the blocks from going offline again, checked
+# like the others.
+hp_verify_counts() {
+	echo "$(cat $KNOBS/verify_checked) $(cat $KNOBS/verify_mismatches)" \
+		"$(cat $KNOBS/verify_unchecked) $(cat $KNOBS/hotplug_verify_checked)"
+}
+
+hotplug_verify() {
+	[ "$VERIFY" = 1 ] || fail "hotplug-verify needs zdinit.verify=1"
+	[ -w $KNOBS/inject_skip ] || fail "kernel has no $KNOBS/inject_skip"
+	HP_ZONES=movable
+	virtio_mem
+	report_verify
+	skip=100
+	hp_step "phase=offline strategy=default zone=movable mom=$HP_MOM iter=skip" \
+		/zdinit/zdonline offline $HP_BLOCKS
+	set_strategy template
+	before=$(cat $KNOBS/verify_mismatches)
+	echo $skip > $KNOBS/inject_skip
+	hp_step "phase=skip strategy=template zone=movable mom=$HP_MOM iter=skip" \
+		/zdinit/zdonline online_movable $HP_BLOCKS
+	caught=$(($(cat $KNOBS/verify_mismatches) - before))
+	result=fail
+	[ "$caught" = "$skip" ] && result=pass
+	check hotplug-catches-skip $result skipped=$skip caught=$caught
+	hp_step "phase=offline strategy=default zone=movable mom=$HP_MOM iter=normal" \
+		/zdinit/zdonline offline $HP_BLOCKS
+	set_strategy template
+	set -- $(hp_verify_counts)
+	hp_step "phase=normal strategy=template zone=normal mom=$HP_MOM iter=normal" \
+		/zdinit/zdonline online_kernel $HP_BLOCKS
+	set -- "$@" $(hp_verify_counts)
+	emit "check name=hotplug-verify-normal result=counted checked=$(($5 - $1))" \
+		"mismatches=$(($6 - $2)) unchecked=$(($7 - $3)) hotplug_checked=$(($8 - $4))"
+	# The injected mismatches are expected: report no totals after them.
+	VERIFY=0
+}
+
+# With the page_ref_set tracepoint on, onlining must take the slow path:
+# every struct page of the block then reports set_page_count() twice,
+# once when it is built and once when it is freed to the buddy allocator
+# (a template reports once per section), and the check, which covers
+# only memmaps built from templates, counts none of it.  With the
+# tracepoint off again, the templates must be back, and checked.
+hotplug_tracepoint() {
+	tracing=/sys/kernel/tracing
+	events=$tracing/events/page_ref/page_ref_set
+	mount -t tracefs tracefs $tracing 2>/dev/null
+	[ -w $events/enable ] || fail "no page_ref_set tracepoint (CONFIG_DEBUG_PAGE_REF?)"
+	[ "$VERIFY" = 1 ] || fail "hotplug-tracepoint needs zdinit.verify=1"
+	HP_ZONES=movable
+	ROUNDS=0
+	virtio_mem
+	block=$(echo $HP_BLOCKS | cut -d' ' -f1)
+	pages=$((0x$(cat $MEMDIR/block_size_bytes) / 4096))
+	start=$((block * pages))
+	echo 8192 > $tracing/buffer_size_kb || fail "trace buffer size"
+	echo "pfn >= $start && pfn < $((start + pages))" > $events/filter ||
+		fail "page_ref_set filter"
+	set_strategy auto
+	for phase in on off; do
+		hp_step "phase=offline strategy=default zone=movable mom=$HP_MOM iter=$phase" \
+			/zdinit/zdonline offline $block
+		echo > $tracing/trace
+		before=$(cat $KNOBS/hotplug_verify_checked)
+		[ $phase = on ] && echo 1 > $events/enable
+		hp_step "phase=tracepoint strategy=auto zone=movable mom=$HP_MOM iter=$phase" \
+			/zdinit/zdonline online_movable $block
+		echo 0 > $events/enable
+		n=$(grep -c page_ref_set $tracing/trace)
+		checked=$(($(cat $KNOBS/hotplug_verify_checked) - before))
+		result=fail
+		if [ $phase = on ]; then
+			[ "$n" -ge $((2 * pages)) ] && [ "$checked" = 0 ] && result=pass
+		else
+			[ "$checked" = "$pages" ] && result=pass
+		fi
+		check hotplug-tracepoint-$phase $result block_pages=$pages events=$n checked=$checked
+	done
 }

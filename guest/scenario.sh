@@ -452,6 +452,8 @@ devprivate) devprivate ;;
 kmem) kmem ;;
 virtio-mem) virtio_mem ;;
 hotplug-use) hotplug_use ;;
+hotplug-verify) hotplug_verify ;;
+hotplug-tracepoint) hotplug_tracepoint ;;
 memremap-matrix) memremap_matrix ;;
 probe) ;;
 integrity-devdax) integrity_devdax ;;

@@ -62,7 +62,7 @@ def test_other_lines_do_not_parse():
 
 
 def guest_log(blocks=4, n=1, zones=("movable", "normal"), mom="N",
-              timed=True):
+              timed=True, strategies=("default",), verify=None):
     """A console as guest/hotplug.sh writes it for kmem."""
     lines = ["@@zdinit start scenario=kmem kernel=6.12 size=1",
              f"@@zdinit begin phase=add strategy=default zone= mom={mom}",
@@ -88,16 +88,22 @@ def guest_log(blocks=4, n=1, zones=("movable", "normal"), mom="N",
                          "mem_online 5us")
         lines.extend(["@@zdinit wall us=10000", "@@zdinit done x"])
 
-    online(f"phase=first strategy=default zone={zones[0]} mom={mom}", 1500)
+    online(f"phase=first strategy={strategies[0]} zone={zones[0]} "
+           f"mom={mom}", 1500)
     zone = zones[0]
     for i in range(1, n + 1):
         for nxt in zones:
-            lines += [f"@@zdinit begin phase=offline strategy=default "
-                      f"zone={zone} mom={mom} iter={i}",
-                      "@@zdinit wall us=3000", "@@zdinit done x"]
-            online(f"phase=online strategy=default zone={nxt} mom={mom} "
-                   f"iter={i}", 1000 + i)
-            zone = nxt
+            for k, strategy in enumerate(strategies):
+                lines += [f"@@zdinit begin phase=offline strategy=default "
+                          f"zone={zone} mom={mom} iter={i}",
+                          "@@zdinit wall us=3000", "@@zdinit done x"]
+                online(f"phase=online strategy={strategy} zone={nxt} "
+                       f"mom={mom} iter={i}", 1000 + 100 * k + i)
+                zone = nxt
+    if verify:
+        lines.append(f"@@zdinit hpverify hotplug_checked={verify[0]}")
+        lines.append(f"@@zdinit verify checked={verify[0]} "
+                     f"mismatches={verify[1]} unchecked={verify[2]}")
     lines.append("@@zdinit end rc=0")
     return "\n".join(lines)
 
@@ -354,3 +360,59 @@ def test_hotplug_contig_differs_from_hotplug_base_by_patch_12_alone():
     assert contig[-1] in [p.resolve() for p in source.series(source.PATCHES)]
     assert build.VARIANTS["hotplug-contig"] == (["zdinit"],
                                                 source.HOTPLUG_CONTIG_PATCHES)
+
+
+def test_strategies_online_each_zone_and_key_the_samples():
+    """On the patched kernel, --strategies onlines every zone once per
+    strategy; the samples are keyed by the strategy onlined with."""
+    import types
+    target = bench.Target(types.SimpleNamespace(variant="patched"), None,
+                          ("auto",), ("auto", "slow"))
+    assert bench.boot_params(spec(), target, 1, False,
+                             ("2M",))["strategies"] == "auto,slow"
+    run = parse.parse(guest_log(strategies=("auto", "slow")))
+    hotplug.check_run(spec(), run, "kmem", timed=True, strategies=2)
+    with pytest.raises(ZdinitError, match="4 online steps, expected 1 x 2 "
+                       "zones x 3 strategies"):
+        hotplug.check_run(spec(), run, "kmem", timed=True, strategies=3)
+    samples = {}
+    hotplug.collect(samples, spec(), run, "patched", first_round=True)
+    memmap = {k[3]: v["samples_ms"] for k, v in samples.items()
+              if k[1] == "movable: memmap_init_range"}
+    assert memmap == {"auto": [4.004], "slow": [4.404]}
+    rows = report.breakdown_rows(bench.runs_table(samples, [spec()]))
+    assert [r[1] for r in rows if r[0] == "kmem movable"] == [
+        "patched auto", "patched slow"]
+
+
+@pytest.mark.parametrize("verify, problem", [
+    ((4 * BLOCK_PAGES, 0, 0), None),
+    ((4 * BLOCK_PAGES, 1, 0), "1 struct pages differ"),
+    ((4 * BLOCK_PAGES, 0, 5), "5 could not be compared"),
+    ((0, 0, 0), "no struct page was compared"),
+    (None, "no memmap verification result"),
+])
+def test_verify_fails_closed(verify, problem):
+    run = parse.parse(guest_log(verify=verify))
+    if problem is None:
+        hotplug.check_run(spec(), run, "kmem", timed=True, verify=True)
+        return
+    with pytest.raises(ZdinitError, match=problem):
+        hotplug.check_run(spec(), run, "kmem", timed=True, verify=True)
+
+
+def test_selftest_counts_the_onlinings_built_from_templates():
+    from zdinit import selftest
+    run = parse.parse(guest_log(strategies=("auto", "slow", "template")))
+    # first (auto) + 2 zones x (auto, template); slow is not checked.
+    assert selftest.hotplug_checked_pages(run) == 5 * 4 * BLOCK_PAGES
+
+
+def test_safety_judges_the_onlining_tracepoint_guard():
+    from zdinit import safety
+    on = {"name": "hotplug-tracepoint-on", "result": "pass",
+          "block_pages": "32768", "events": "65536", "checked": "0"}
+    assert safety.judge(on)[0]
+    assert not safety.judge(dict(on, result="fail"))[0]
+    job = next(j for j in safety.FULL if j.scenario == "hotplug-tracepoint")
+    assert job.kernels == ("trace",) and job.verify and job.virtio_mem

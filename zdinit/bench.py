@@ -13,10 +13,13 @@ MiB = 1 << 20
 
 @dataclasses.dataclass
 class Target:
-    """One kernel under test and the strategies it runs in each boot."""
+    """One kernel under test and the strategies it runs in each boot:
+    strategies for ZONE_DEVICE scenarios, hotplug_strategies for the
+    hotplug family (patched: onlining follows the same knob)."""
     kernel: object
     initrd: pathlib.Path
     strategies: tuple
+    hotplug_strategies: tuple = ("default",)
 
 
 def check_resources(specs):
@@ -42,8 +45,8 @@ HOTPLUG_CMDLINE = ("log_buf_len=4M",)
 
 
 def boot_params(spec, target, n, verify, aligns):
-    # The memmap strategies are a ZONE_DEVICE knob: onlining ignores them.
-    strategies = ("default",) if spec.scenario.hotplug else target.strategies
+    strategies = (target.hotplug_strategies if spec.scenario.hotplug
+                  else target.strategies)
     params = {"scenario": spec.scenario.name, "size": spec.size, "n": n,
               "align": ",".join(a for a in aligns if a) or "2M",
               "strategies": ",".join(strategies)}
@@ -136,7 +139,9 @@ def boot_once(spec, target, r, rounds, share, cmdline, tag, accel, logs_dir,
     run = parse.parse(boot.log)
     if family:
         hotplug.check_run(dataclasses.replace(spec, n=share), run, label,
-                          hotplug.times_onlining(name))
+                          hotplug.times_onlining(name),
+                          strategies=len(target.hotplug_strategies),
+                          verify=verify)
     else:
         check_run(spec, run, label, verify)
     return run

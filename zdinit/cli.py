@@ -60,12 +60,16 @@ def comma_list(what, choices, check=None):
     return parse
 
 
-def prepare_target(variant, strategies):
+def prepare_target(variant, strategies, hotplug_strategies=None):
+    """hotplug_strategies: what the patched kernel onlines with, each in
+    turn (None: the kernel's choice, not touching the knob)."""
     kernel = build.build(variant)
     initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
+    stock = variant in ("base", *HOTPLUG_KERNELS)
     return bench.Target(kernel, initrd,
-                        ("default",) if variant in ("base", *HOTPLUG_KERNELS)
-                        else tuple(strategies))
+                        ("default",) if stock else tuple(strategies),
+                        ("default",) if stock or not hotplug_strategies
+                        else tuple(hotplug_strategies))
 
 
 def cmd_safety(args):
@@ -117,7 +121,7 @@ def cmd_check_series(args):
 
 def validate_bench(args):
     """What argparse cannot check alone; returns the scenarios' RunSpecs."""
-    if args.verify and "base" in args.kernels:
+    if args.verify and {"base", "hotplug-base"} & set(args.kernels):
         raise UsageError("--verify needs the patched kernel only: stock "
                          "6.12 has no memmap self-check (use --kernels patched)")
     if not 1 <= args.rounds <= 100:
@@ -138,7 +142,10 @@ def cmd_bench(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         bench.check_resources(specs)
-        targets = [prepare_target(k, args.strategies) for k in args.kernels]
+        # Onlining follows --strategies only where it is given.
+        targets = [prepare_target(k, args.strategies or BENCH_STRATEGIES,
+                                  args.strategies)
+                   for k in args.kernels]
         accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
         progress.say(f"accelerator: {accel} ({why})")
         partial, final = report.new_results_dir()
@@ -290,11 +297,13 @@ def parser():
     r.add_argument("--align", type=comma_list("alignment",
                                               tuple(scenarios.ALIGNS)),
                    help="devdax alignments, e.g. 2M,1G")
-    r.add_argument("--strategies", default=",".join(BENCH_STRATEGIES),
+    r.add_argument("--strategies",
                    type=comma_list("strategy", STRATEGIES,
                                    scenarios.check_strategy),
                    help="patched kernel strategies, NAME or NAME@THREADS, "
-                   "interleaved in each boot")
+                   "interleaved in each boot (default: "
+                   + ",".join(BENCH_STRATEGIES) + "; kmem and virtio-mem "
+                   "online with them only when given)")
     r.add_argument("--rounds", type=int, default=2,
                    help="boots per kernel, alternating kernels (default 2)")
     r.add_argument("--verify", action="store_true",

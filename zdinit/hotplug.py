@@ -72,11 +72,20 @@ def step_metrics(step):
     return metrics
 
 
-def check_run(spec, run, label, timed):
+def check_run(spec, run, label, timed, strategies=1, verify=False):
     """Every step reported its wall time; with timed, the kernel timed
-    every block it onlined, and the pages add up to the blocks."""
+    every block it onlined, and the pages add up to the blocks; each of
+    the strategies onlined every zone spec.n times.  With verify, the
+    kernel compared every memmap it built with the slow path, onlined
+    struct pages included, and found no difference (it fails closed)."""
     if run.splats:
         raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
+    if verify:
+        problem = run.verify_problem()
+        if not problem and not int(run.hotplug.get("hotplug_checked", 0)):
+            problem = "no onlined struct page was compared"
+        if problem:
+            raise ZdinitError(f"{label}: {problem}")
     try:
         blocks = int(run.hotplug["blocks"])
         block_pages = int(run.hotplug["block_bytes"]) // PAGE
@@ -85,9 +94,11 @@ def check_run(spec, run, label, timed):
     if not blocks:
         raise ZdinitError(f"{label}: no memory block was added")
     phases = [s.labels.get("phase") for s in run.steps]
-    if phases.count("online") != spec.n * len(spec.scenario.zones):
+    want = spec.n * len(spec.scenario.zones) * strategies
+    if phases.count("online") != want:
         raise ZdinitError(f"{label}: {phases.count('online')} online steps, "
-                          f"expected {spec.n} x {len(spec.scenario.zones)} zones")
+                          f"expected {spec.n} x {len(spec.scenario.zones)} "
+                          f"zones x {strategies} strategies")
     for step in run.steps:
         if not step.wall or "us" not in step.wall:
             raise ZdinitError(f"{label}: step {step.labels} reported no wall time")
@@ -104,13 +115,15 @@ def check_run(spec, run, label, timed):
 
 
 def collect(samples, spec, run, kernel, first_round):
-    """Add run's samples: key (scenario, 'variant: metric', kernel, 'default')."""
+    """Add run's samples: key (scenario, 'variant: metric', kernel,
+    strategy), the strategy the step onlined with ('default' where the
+    kernel chose, and for offlining)."""
     pages = int(run.hotplug["blocks"]) * int(run.hotplug["block_bytes"]) // PAGE
     for step in run.steps:
         phase = step.labels["phase"]
         for metric, ms in step_metrics(step).items():
             key = (spec.scenario.name, f"{variant_label(step)}: {metric}",
-                   kernel, "default")
+                   kernel, step.labels.get("strategy", "default"))
             entry = samples.setdefault(key, {
                 "first_bind_ms": None, "samples_ms": [], "pages": pages,
                 "written": None, "resolved": set(), "threads": set()})

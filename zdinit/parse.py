@@ -197,8 +197,8 @@ def parse(console):
             run.region = _labels(rest)
         elif kind == "wall" and current is not None:
             current.wall = {k: int(v) for k, v in _labels(rest).items()}
-        elif kind == "hotplug":
-            run.hotplug = _labels(rest)
+        elif kind in ("hotplug", "hpverify"):
+            run.hotplug.update(_labels(rest))
         elif kind == "check":
             run.checks.append(_labels(rest))
         elif kind == "verify":

@@ -136,7 +136,11 @@ def breakdown_rows(runs):
     medians = {}
     for r in runs:
         if r.get("metric"):
-            key = (r["scenario"], r["variant"], r["kernel"])
+            # Offlining has no strategy: its row is the kernel's own.
+            kernel = r["kernel"]
+            if r.get("strategy", "default") != "default":
+                kernel += f" {r['strategy']}"
+            key = (r["scenario"], r["variant"], kernel)
             medians.setdefault(key, {})[r["metric"]] = r["median_ms"]
     out = []
     for (scenario, variant, kernel), m in sorted(medians.items()):

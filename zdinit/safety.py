@@ -11,6 +11,7 @@ from zdinit import parse, progress, qemu, report
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
+GiB = 1 << 30
 # MemFree may move by this much between the first and the last churn
 # cycle (slab and page-table noise); a lost memmap of the 2 GiB
 # namespace would cost 32 MiB a cycle, 1.6 GiB over 50.
@@ -25,6 +26,7 @@ class Job:
     nvdimms: int = 1
     labels: bool = False
     verify: bool = False       # compare memmaps with the slow path (not base)
+    virtio_mem: int = 0        # bytes of virtio-mem for the hotplug jobs
 
 
 REDUCED = (
@@ -46,6 +48,10 @@ FULL = tuple(dataclasses.replace(job, params=dict(job.params,
              if job.scenario == "hotplug-use" else job
              for job in REDUCED) + (
     Job("tracepoint", ("trace",), {}),
+    # Onlining: 1 GiB of virtio-mem, one block onlined with the
+    # tracepoint on and off (the checks count its struct pages).
+    Job("hotplug-tracepoint", ("trace",), {"n": 0}, nvdimms=0, verify=True,
+        virtio_mem=GiB),
     Job("debug", ("debug",), {"cycles": 10}, verify=True),
 )
 
@@ -68,6 +74,13 @@ def judge(check):
         return True, f"slow path, {check['events']} page_ref_set events"
     if name in ("tracepoint-off-before", "tracepoint-off-after"):
         return check["used"] != "slow", f"used {check['used']}"
+    if name == "hotplug-tracepoint-on":
+        return True, (f"onlining: slow path, {check['events']} page_ref_set "
+                      f"events for {check['block_pages']} struct pages, "
+                      f"none checked as templates")
+    if name == "hotplug-tracepoint-off":
+        return True, (f"onlining: templates again, {check['checked']} struct "
+                      f"pages checked")
     if name == "debug-strategy":
         asked, used = check["strategy"], check["used"]
         return used == asked or (asked == "auto" and used != "none"), \
@@ -93,7 +106,7 @@ def judge(check):
 def run_job(job, kernel_target, accel, logs):
     strategies = kernel_target.strategies
     params = dict(job.params, scenario=job.scenario,
-                  size=qemu.CHECK_IMAGE_BYTES,
+                  size=job.virtio_mem or qemu.CHECK_IMAGE_BYTES,
                   strategies=",".join(strategies))
     label = f"{job.scenario} on {kernel_target.kernel.variant}"
     progress.say(f"safety: {label}")
@@ -111,7 +124,9 @@ def run_job(job, kernel_target, accel, logs):
                          accel, ram_mb=qemu.CHECK_GUEST_RAM_MB,
                          nvdimms=[(i.path, i.size) for i in images],
                          timeout_s=3600, log_path=log, label=label,
-                         labels=job.labels)
+                         labels=job.labels, virtio_mem=job.virtio_mem,
+                         cmdline=("log_buf_len=4M",) if job.virtio_mem
+                         else ())
     run = parse.parse(boot.log)
     rows = []
     if verify:
