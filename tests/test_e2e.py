@@ -135,6 +135,17 @@ def test_memmap_equals_slow_path_byte_for_byte():
             assert f"{geometry} {strategy}->" in out
     for scenario in ("fsdax-dev", "devdax-dev 2M", "devdax-dev 1G"):
         assert f"{scenario} stream->stream: 2 rebinds verified" in out
+    # Onlined memory (patch 13): 8 blocks of 32768 struct pages onlined
+    # movable from templates three times (the first onlining, then auto
+    # and template; the slow one is not checked), then into ZONE_NORMAL,
+    # all checked; the skip caught.
+    assert ("onlined memory (8 blocks, movable, strategies auto, slow, "
+            "template): 786432 struct pages built from templates compared "
+            "with the slow path, 0 differ, 0 unchecked") in out
+    assert ("onlined memory (normal, template): 262144 struct pages "
+            "compared with the slow path, 0 differ, 0 unchecked") in out
+    assert ("onlined memory skip injection: 100 struct pages left "
+            "unwritten, 100 caught") in out
 
 
 def test_guest_failure_reports_the_log_tail(tmp_path):

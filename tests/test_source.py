@@ -71,11 +71,14 @@ def test_cross_compiles_the_directories_of_the_changed_c_files(tmp_path):
     assert "mm/mm_init.c" in cross.changed_c_files(source.series())
 
 
-def test_patched_memcpy_differs_from_patched_by_patch_7_alone():
+def test_patched_memcpy_leaves_out_patch_7_and_the_onlining_templates():
     from zdinit import build
     series = [p.resolve() for p in source.series(source.PATCHES)]
     memcpy = [p.resolve() for p in source.series(source.MEMCPY_PATCHES)]
-    assert memcpy == series[:6] + series[7:]
+    assert memcpy == series[:6] + series[7:12] + series[13:14]
     assert "copy-the-ZONE_DEVICE-memmap-template" in series[6].name
+    # Left out too: the onlining template path and its check.
+    assert "onlined-memory-from-templates" in series[12].name
+    assert "check-the-memmap-of-onlined-memory" in series[14].name
     assert build.VARIANTS["patched-memcpy"] == (
         build.VARIANTS["patched"][0], source.MEMCPY_PATCHES)

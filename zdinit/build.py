@@ -16,7 +16,8 @@ VARIANTS = {
     "base": (["zdinit"], None),
     "patched": (["zdinit", "series"], source.PATCHES),
     # The series without patch 7, whose template copy reads the template
-    # again for every struct page: patch 7 alone.
+    # again for every struct page: patch 7 alone, for ZONE_DEVICE (the
+    # onlining template path, written on top of it, is left out too).
     "patched-memcpy": (["zdinit", "series"], source.MEMCPY_PATCHES),
     # Stock 6.12 plus patch 11 alone: onlining's breakdown without the
     # ZONE_DEVICE series (hotplug scenarios).

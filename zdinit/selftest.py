@@ -8,7 +8,9 @@ Four parts, all on the patched kernel:
   debugfs, with the pfn and struct page counts the kernel logs;
 - the altmap scenarios, where the memmap lives in the emulated NVDIMM;
 - the check itself: a fast path told to skip struct pages on an altmap
-  namespace that still holds correct ones must be caught.
+  namespace that still holds correct ones must be caught;
+- onlined memory (virtio-mem): every memmap built from templates checked
+  against the slow path, and a skip injection caught.
 """
 import pathlib
 import tempfile
@@ -17,6 +19,7 @@ from zdinit import bench, kunit, parse, qemu, scenarios
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
+GiB = 1 << 30
 # type:size_mb:offset_mb:shift.  Offsets of 2 MiB start the ranges off
 # section (128 MiB) boundaries; odd sizes end them off those boundaries too.
 GEOMETRIES = (
@@ -105,6 +108,76 @@ def run_skip_injection(target, accel, logs):
             for c in checks]
 
 
+# The hotplug check: 1 GiB of virtio-mem (8 blocks of 128 MiB), onlined
+# movable with every strategy, then normal; the skip injection's count.
+HOTPLUG_SIZE = GiB
+HOTPLUG_STRATEGIES = ("auto", "slow", "template")
+HOTPLUG_SKIP = 100
+
+
+def hotplug_checked_pages(run):
+    """The struct pages the kernel should have checked: every block of
+    every movable onlining built from templates (all but the slow ones),
+    before the skip injection."""
+    block_pages = int(run.hotplug["block_bytes"]) // scenarios.PAGE
+    onlines = [s for s in run.steps
+               if s.labels.get("phase") in ("first", "online")
+               and s.labels.get("strategy") != "slow"]
+    return len(onlines) * int(run.hotplug["blocks"]) * block_pages
+
+
+def run_hotplug_verify(target, accel, logs):
+    """Onlined memory: every memmap the templates build equals the slow
+    path's, and the check catches struct pages left unwritten."""
+    params = {"scenario": "hotplug-verify", "verify": 1,
+              "size": HOTPLUG_SIZE, "n": 1, "zones": "movable",
+              "strategies": ",".join(HOTPLUG_STRATEGIES), "timing": 1}
+    boot = qemu.boot(target.kernel, target.initrd, params, accel,
+                     ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900,
+                     label="selftest hotplug",
+                     log_path=logs / "hotplug.log",
+                     cmdline=bench.HOTPLUG_CMDLINE, virtio_mem=HOTPLUG_SIZE)
+    run = parse.parse(boot.log)
+    if run.splats:
+        raise ZdinitError(f"selftest hotplug: kernel reported: {run.splats[0]}")
+    problem = run.verify_problem()
+    if problem:
+        raise ZdinitError(f"selftest hotplug: memmap verification failed: "
+                          f"{problem}")
+    try:
+        checked = int(run.hotplug["hotplug_checked"])
+        want = hotplug_checked_pages(run)
+    except (KeyError, ValueError):
+        raise ZdinitError("selftest hotplug: the guest reported no onlined "
+                          "struct pages checked") from None
+    if not want or checked != want:
+        raise ZdinitError(f"selftest hotplug: {checked} onlined struct pages "
+                          f"checked, {want} built from templates")
+    skips = [c for c in run.checks if c["name"] == "hotplug-catches-skip"]
+    if (len(skips) != 1 or skips[0]["result"] != "pass"
+            or skips[0]["caught"] != str(HOTPLUG_SKIP)):
+        raise ZdinitError(f"selftest hotplug: the memmap check missed "
+                          f"skipped struct pages: {skips}")
+    normal = [c for c in run.checks if c["name"] == "hotplug-verify-normal"]
+    block_pages = int(run.hotplug["block_bytes"]) // scenarios.PAGE
+    want = str(int(run.hotplug["blocks"]) * block_pages)
+    if (len(normal) != 1 or normal[0]["mismatches"] != "0"
+            or normal[0]["unchecked"] != "0"
+            or normal[0]["checked"] != want
+            or normal[0]["hotplug_checked"] != want):
+        raise ZdinitError(f"selftest hotplug: onlining into ZONE_NORMAL: "
+                          f"{normal}, expected {want} struct pages checked, "
+                          f"0 differ, 0 unchecked")
+    return [f"onlined memory ({run.hotplug['blocks']} blocks, movable, "
+            f"strategies {', '.join(HOTPLUG_STRATEGIES)}): {checked} struct "
+            f"pages built from templates compared with the slow path, "
+            f"0 differ, 0 unchecked",
+            f"onlined memory (normal, template): {want} struct pages "
+            f"compared with the slow path, 0 differ, 0 unchecked",
+            f"onlined memory skip injection: {HOTPLUG_SKIP} struct pages "
+            f"left unwritten, {skips[0]['caught']} caught"]
+
+
 def altmap_specs(size):
     """The altmap cases, memmap in the (emulated) device: fsdax and devdax
     map=dev, 2M and 1G aligned; checked before any kernel is built."""
@@ -115,10 +188,10 @@ def run(target, accel, altmap):
     """altmap: altmap_specs()' RunSpecs."""
     with tempfile.TemporaryDirectory(prefix="zdinit-selftest-") as tmp:
         logs = pathlib.Path(tmp)
-        # Three guests with their own logs: side by side where they fit.
+        # Four guests with their own logs: side by side where they fit.
         parts = qemu.map_checks(lambda part: part(target, accel, logs),
                                 (run_kunit, run_module_matrix,
-                                 run_skip_injection),
+                                 run_skip_injection, run_hotplug_verify),
                                 qemu.CHECK_GUEST_RAM_MB * MiB
                                 + qemu.CHECK_IMAGE_BYTES)
         out = [line for lines in parts for line in lines]
