@@ -1,0 +1,58 @@
+"""The README's onlining-template table from this run's results.json.
+
+Run from the repository root:
+  PYTHONPATH=. python3 docs/results/hotplug-16g-tmpl/table.py \
+      docs/results/hotplug-16g-tmpl/results.json
+Ratios are medians divided by medians with zdinit.stats.speedup()'s 95%
+bootstrap interval; above 1 means the second kernel is faster.
+"""
+import json
+import sys
+
+from zdinit import stats
+
+ROWS = ("kmem movable", "kmem movable mom", "kmem normal", "kmem normal mom",
+        "virtio-mem movable", "virtio-mem normal")
+
+
+def main(path):
+    runs = json.load(open(path))["runs"]
+    samples = {(r["scenario"], r["variant"], r["metric"], r["kernel"],
+                r["strategy"]): r["samples_ms"] for r in runs}
+
+    def get(row, metric, kernel, strategy="default"):
+        scenario, variant = row.split(" ", 1)
+        return samples[(scenario, variant, metric, kernel, strategy)]
+
+    def med(values):
+        return f"{stats.summarize(values)['median_ms']:.1f}"
+
+    def ratio(base, other):
+        s = stats.speedup(base, other)
+        return f"{s['speedup']:.2f}x [{s['ci95'][0]:.2f}-{s['ci95'][1]:.2f}]"
+
+    print("memmap_init_range, ms (sum over the 128 blocks of one onlining):")
+    print("| row | hotplug-base | patched slow | patched auto "
+          "| auto vs hotplug-base | auto vs slow |")
+    print("|---|---|---|---|---|---|")
+    for row in ROWS:
+        base = get(row, "memmap_init_range", "hotplug-base")
+        slow = get(row, "memmap_init_range", "patched", "slow")
+        auto = get(row, "memmap_init_range", "patched", "auto")
+        print(f"| {row} | {med(base)} | {med(slow)} | {med(auto)} "
+              f"| {ratio(base, auto)} | {ratio(slow, auto)} |")
+    print()
+    print("online wall, ms (guest wall time of onlining all 128 blocks):")
+    print("| row | base (stock) | hotplug-contig | patched auto "
+          "| auto vs stock | auto vs hotplug-contig |")
+    print("|---|---|---|---|---|---|")
+    for row in ROWS:
+        stock = get(row, "online wall", "base")
+        contig = get(row, "online wall", "hotplug-contig")
+        auto = get(row, "online wall", "patched", "auto")
+        print(f"| {row} | {med(stock)} | {med(contig)} | {med(auto)} "
+              f"| {ratio(stock, auto)} | {ratio(contig, auto)} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
