@@ -8,10 +8,10 @@ from zdinit import build, cli, parse, qemu, selftest
 from zdinit.errors import ZdinitError
 
 build.VARIANTS["tmpl-mutant"] = (["zdinit", "series"],
-                                 pathlib.Path("/root/dev/tmpl3-mutant"))
+                                 pathlib.Path(sys.argv[1]))
 target = cli.prepare_target("tmpl-mutant", cli.STRATEGIES)
 accel, _ = qemu.choose_accel(target.kernel, target.initrd)
-logs = pathlib.Path(sys.argv[1])
+logs = pathlib.Path(sys.argv[2])
 logs.mkdir(parents=True, exist_ok=True)
 try:
     print("\n".join(selftest.run_hotplug_verify(target, accel, logs)))
