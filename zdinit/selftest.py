@@ -115,15 +115,20 @@ HOTPLUG_STRATEGIES = ("auto", "slow", "template")
 HOTPLUG_SKIP = 100
 
 
+def added_pages(run):
+    """The struct pages of all the blocks the guest added."""
+    return (int(run.hotplug["blocks"]) * int(run.hotplug["block_bytes"])
+            // scenarios.PAGE)
+
+
 def hotplug_checked_pages(run):
     """The struct pages the kernel should have checked: every block of
     every movable onlining built from templates (all but the slow ones),
     before the skip injection."""
-    block_pages = int(run.hotplug["block_bytes"]) // scenarios.PAGE
     onlines = [s for s in run.steps
                if s.labels.get("phase") in ("first", "online")
                and s.labels.get("strategy") != "slow"]
-    return len(onlines) * int(run.hotplug["blocks"]) * block_pages
+    return len(onlines) * added_pages(run)
 
 
 def run_hotplug_verify(target, accel, logs):
@@ -159,8 +164,7 @@ def run_hotplug_verify(target, accel, logs):
         raise ZdinitError(f"selftest hotplug: the memmap check missed "
                           f"skipped struct pages: {skips}")
     normal = [c for c in run.checks if c["name"] == "hotplug-verify-normal"]
-    block_pages = int(run.hotplug["block_bytes"]) // scenarios.PAGE
-    want = str(int(run.hotplug["blocks"]) * block_pages)
+    want = str(added_pages(run))
     if (len(normal) != 1 or normal[0]["mismatches"] != "0"
             or normal[0]["unchecked"] != "0"
             or normal[0]["checked"] != want

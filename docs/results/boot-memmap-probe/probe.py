@@ -12,22 +12,40 @@ import sys
 
 from zdinit import build, initramfs, qemu
 
-patches, logs = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
-sizes_gb = [int(x) for x in sys.argv[3].split(",")]
-boots = int(sys.argv[4])
-build.VARIANTS["boot-probe"] = (["zdinit", "deferred"], patches)
-kernel = build.build("boot-probe")
-initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
-accel, _ = qemu.choose_accel(kernel, initrd)
-logs.mkdir(parents=True, exist_ok=True)
 # Console lines only (the guest repeats the kernel log as @@kmsg lines).
-line = re.compile(r"^\[[ \d.]+\] (zdinit-probe: .*|node \d+ deferred pages "
+LINE = re.compile(r"^\[[ \d.]+\] (zdinit-probe: .*|node \d+ deferred pages "
                   r"initialised in \d+ms)$", re.M)
-for i in range(boots):
-    for gb in sizes_gb:
-        boot = qemu.boot(kernel, initrd, {"scenario": "probe"}, accel,
-                         ram_mb=gb * 1024, timeout_s=900,
-                         log_path=logs / f"boot-{gb}g-{i}.log",
-                         label=f"probe {gb}G", cmdline=("loglevel=7",))
-        print(f"{gb}G boot {i}: " + " | ".join(line.findall(boot.log)),
-              flush=True)
+
+
+def prepare(variant, patches):
+    """Build variant (the zdinit and deferred fragments, patches applied)
+    and its initramfs."""
+    build.VARIANTS[variant] = (["zdinit", "deferred"], patches)
+    kernel = build.build(variant)
+    return kernel, initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
+
+
+def boot_lines(kernel, initrd, accel, gb, log_path, label):
+    """Boot with gb GiB of RAM, nothing run; the probe's lines."""
+    boot = qemu.boot(kernel, initrd, {"scenario": "probe"}, accel,
+                     ram_mb=gb * 1024, timeout_s=900, log_path=log_path,
+                     label=label, cmdline=("loglevel=7",))
+    return LINE.findall(boot.log)
+
+
+def main():
+    patches, logs = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+    sizes_gb = [int(x) for x in sys.argv[3].split(",")]
+    boots = int(sys.argv[4])
+    kernel, initrd = prepare("boot-probe", patches)
+    accel, _ = qemu.choose_accel(kernel, initrd)
+    logs.mkdir(parents=True, exist_ok=True)
+    for i in range(boots):
+        for gb in sizes_gb:
+            found = boot_lines(kernel, initrd, accel, gb,
+                               logs / f"boot-{gb}g-{i}.log", f"probe {gb}G")
+            print(f"{gb}G boot {i}: " + " | ".join(found), flush=True)
+
+
+if __name__ == "__main__":
+    main()
