@@ -1,5 +1,6 @@
-# zdinit: the two entry points are 'make bench' and 'make test'; both set
-# up what they need first (Debian packages, kernel source in the cache).
+# zdinit: the two entry points are 'make bench' and 'make test'; each is
+# one zdinit run that installs what it needs first (Debian packages, the
+# kernel source in the cache) and holds the cache lock until it ends.
 # Debian's own python3: its apt packages (pytest, matplotlib) are the deps.
 PYTHON ?= /usr/bin/python3
 ZDINIT := $(PYTHON) -m zdinit
@@ -10,7 +11,7 @@ setup:
 	$(ZDINIT) setup
 
 # The main job: base vs patched 6.12 on emulated NVDIMMs (100 GB, N=30).
-bench: setup
+bench:
 	$(ZDINIT) bench
 
 # Unit tests, the lab's byte-equality and sanitizer tests, then the
@@ -21,8 +22,8 @@ bench: setup
 # against a deliberately broken kernel) and the kernel's hugetlb/THP
 # selftests under preempt=none against stock 6.12's recorded outcomes
 # (zdinit/stock-selftests.json).
-test: setup
-	$(PYTHON) -m pytest -v -m "not full" tests
+test:
+	$(ZDINIT) test
 
 # Everything in 'test' plus each prefix of the clear series built, the
 # clear bench smoke test, the selftests on stock and the series under
@@ -31,30 +32,30 @@ test: setup
 # read-back on the clear series' KASAN/lockdep kernel (one more build)
 # and, for 2M THP under preempt=none, on its KMSAN kernel (a clang build;
 # three times the guest memory).
-test-full: test
-	$(PYTHON) -m pytest -v -m full tests
-	$(ZDINIT) safety --full
-	$(ZDINIT) clear-check --size 1G --kernel clear-debug
-	$(ZDINIT) clear-check --pages 2M --size 64M --preempt none --kernel clear-kmsan
+test-full:
+	$(ZDINIT) test --full
 
-test-unit: setup
-	$(PYTHON) -m pytest -v -m "not e2e" tests
+# Unit and lab tests alone: pytest and a C compiler, no kernel, no cache.
+test-unit:
+	$(ZDINIT) test --unit
 
-# Huge-page clearing (issue 9): stock 6.12 vs the linux-6.12-clear series.
-bench-clear: setup
+# Huge-page clearing: stock 6.12 vs the linux-6.12-clear series.
+bench-clear:
 	$(ZDINIT) clear
 
-# LAB_ARGS=--reserve-hugetlb lets the clearing sweep grow the hugetlb pools.
-lab: setup
+# Native C alone: a C compiler (and matplotlib for the plots); no kernel
+# source, no cache lock.  LAB_ARGS=--reserve-hugetlb lets the clearing
+# sweep grow the hugetlb pools.
+lab:
 	$(ZDINIT) lab $(LAB_ARGS)
 
-selftest: setup
+selftest:
 	$(ZDINIT) selftest
 
-safety: setup
+safety:
 	$(ZDINIT) safety
 
-check-series: setup
+check-series:
 	$(ZDINIT) check-series
 
 clean:

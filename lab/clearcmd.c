@@ -578,8 +578,9 @@ int clear_main(int argc, char **argv, const struct cpu_features *f)
 		clear_fault(&o);
 		return 0;
 	}
-	die("usage: zdlab clear verify | clear bench [--extents E,..] "
-	    "[--region B] [--states cold,hot] [--backings B,..] "
-	    "[--methods M,..|all] [--reps N] | clear fault [--methods M,..|all] "
-	    "[--touch N,..] [--backings B] [--pool N] [--radius P] [--reps N]");
+	usage(argc >= 1 && wants_help(argv[0]) ? 0 : 2,
+	      "clear verify | clear bench [--extents E,..] "
+	      "[--region B] [--states cold,hot] [--backings B,..] "
+	      "[--methods M,..|all] [--reps N] | clear fault [--methods M,..|all] "
+	      "[--touch N,..] [--backings B] [--pool N] [--radius P] [--reps N]");
 }

@@ -21,8 +21,12 @@ void die(const char *fmt, ...)
 
 int split(char *list, char **out)
 {
+	size_t len = strlen(list);
 	int n = 0;
 
+	/* strtok() would skip empty items: "," would be an empty list. */
+	if (!len || list[0] == ',' || list[len - 1] == ',' || strstr(list, ",,"))
+		die("empty item in list '%s'", list);
 	for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
 		if (n == MAX_LIST)
 			die("too many list items (max %d)", MAX_LIST);
@@ -45,6 +49,18 @@ size_t parse_size(const char *text)
 	if (end == text || *end || v <= 0)
 		die("bad size '%s' (want e.g. 1M, 1.6G)", text);
 	return (size_t)(v * mult);
+}
+
+bool wants_help(const char *arg)
+{
+	return !strcmp(arg, "--help") || !strcmp(arg, "-h") ||
+	       !strcmp(arg, "help");
+}
+
+void usage(int status, const char *text)
+{
+	fprintf(status ? stderr : stdout, "usage: zdlab %s\n", text);
+	exit(status);
 }
 
 int parse_int(const char *text, int lo, int hi, const char *what)

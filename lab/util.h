@@ -3,6 +3,7 @@
 #ifndef ZDLAB_UTIL_H
 #define ZDLAB_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #define MAX_LIST	16
@@ -10,7 +11,14 @@
 /* One line on stderr, exit 2: the lab's only error path. */
 void die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 
-/* Split a comma-separated list in place; at most MAX_LIST items. */
+/* --help, -h or help: print the usage to stdout and exit 0. */
+bool wants_help(const char *arg);
+/* The usage to stdout (status 0, asked for) or stderr (a mistake). */
+_Noreturn void usage(int status, const char *text);
+/*
+ * Split a comma-separated list in place; at least one and at most MAX_LIST
+ * items, none empty.
+ */
 int split(char *list, char **out);
 size_t parse_size(const char *text);
 int parse_int(const char *text, int lo, int hi, const char *what);

@@ -407,13 +407,13 @@ static void bench(const struct images *img, struct bench_opts *o)
 	printf("]}\n");
 }
 
-static void usage(void)
+static _Noreturn void zdlab_usage(int status)
 {
-	die("usage: zdlab features | clear verify|bench|fault ... | verify VECTORS "
-	    "| bench VECTORS [--geometry G] [--sizes B,..] "
-	    "[--states cold,hot,rewrite] [--backings anon-4k,anon-thp,shm-file,"
-	    "hugetlb,hugetlb-1G] [--strategies S,..|all] [--threads N,..] "
-	    "[--reps N]");
+	usage(status, "features | clear verify|bench|fault ... | verify VECTORS "
+	      "| bench VECTORS [--geometry G] [--sizes B,..] "
+	      "[--states cold,hot,rewrite] [--backings anon-4k,anon-thp,"
+	      "shm-file,hugetlb,hugetlb-1G] [--strategies S,..|all] "
+	      "[--threads N,..] [--reps N]");
 }
 
 static void parse_bench(int argc, char **argv, struct bench_opts *o)
@@ -490,7 +490,9 @@ int main(int argc, char **argv)
 
 	cpu_detect(&cpu, getenv("ZDLAB_MASK"));
 	if (argc < 2)
-		usage();
+		zdlab_usage(2);
+	if (wants_help(argv[1]))
+		zdlab_usage(0);
 	if (!strcmp(argv[1], "features")) {
 		print_features();
 		return 0;
@@ -498,7 +500,7 @@ int main(int argc, char **argv)
 	if (!strcmp(argv[1], "clear"))
 		return clear_main(argc - 2, argv + 2, &cpu);
 	if (argc < 3 || (strcmp(argv[1], "verify") && strcmp(argv[1], "bench")))
-		usage();
+		zdlab_usage(2);
 	if (images_load(&img, argv[2]))
 		die("cannot read struct page vectors from %s", argv[2]);
 	if (!strcmp(argv[1], "verify"))

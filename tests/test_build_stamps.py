@@ -32,7 +32,8 @@ def tarball(tmp_path, monkeypatch):
     with tarfile.open(path, "w:xz") as tar:
         tar.add(top, arcname=source.PRISTINE)
     monkeypatch.setattr(source, "TARBALL_GLOB", str(path))
-    return path
+    with cache.lock("pytest scratch cache"):
+        yield path
 
 
 def patch_file(tmp_path, value):
@@ -136,14 +137,15 @@ def test_interrupted_build_is_not_trusted(tmp_path, monkeypatch, step):
     tree, out = tmp_path / "linux", tmp_path / "build"
     tree.mkdir()
     monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out, step))
-    with pytest.raises(KeyboardInterrupt):
-        build.build_tree("base", tree, ["zdinit"], out=out)
-    assert (out / build._BUILDING).exists()
-    if step == "olddefconfig":
-        assert not (out / ".zdinit-config").exists()
+    with cache.lock("pytest scratch cache"):
+        with pytest.raises(KeyboardInterrupt):
+            build.build_tree("base", tree, ["zdinit"], out=out)
+        assert (out / build._BUILDING).exists()
+        if step == "olddefconfig":
+            assert not (out / ".zdinit-config").exists()
 
-    monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out))
-    build.build_tree("base", tree, ["zdinit"], out=out)
+        monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out))
+        build.build_tree("base", tree, ["zdinit"], out=out)
     assert not (out / build._BUILDING).exists()
     assert not (out / "half-written.o").exists()
     assert (out / ".zdinit-config").exists()

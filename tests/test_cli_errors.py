@@ -31,6 +31,17 @@ def run_zdinit(cache, *args, **env):
 @pytest.mark.parametrize("args,message", [
     (["bench", "--size", "3X"], "bad size '3X'"),
     (["bench", "--size", "0"], "size 0 must be a multiple of 128M"),
+    # A value starting with '-' is refused for what it is, in the units
+    # typed, not with argparse's "expected one argument".
+    (["bench", "--size", "-1G"], "bad size '-1G'"),
+    (["bench", "--size", "1100M"], "fsdax-dev: size 1100M must be a "
+     "multiple of 128M between 256M and 1T"),
+    (["bench", "--size", "2T"], "size 2T must be a multiple of 128M "
+     "between 256M and 1T"),
+    (["clear", "--size", "2T"], "clear: size 2T is over the limit of 1T"),
+    (["clear", "--size", "1536M"], "clear: size 1536M must be a non-zero "
+     "multiple of the largest page size (1G)"),
+    (["clear-check", "--size", "-1G"], "bad size '-1G'"),
     (["bench", "--size", "1X"], "bad size '1X'"),
     (["bench", "--size=-4G"], "bad size '-4G'"),
     (["bench", "--size", ""], "bad size ''"),
@@ -77,6 +88,43 @@ def test_usage_errors(tmp_path, args, message):
         and message in lines[0], proc.stderr
     assert results_entries() == before
     assert not cache.exists(), "a refused command touched the cache"
+
+
+@pytest.mark.parametrize("args", [
+    ["bench", "--scenarios", "kmem", "--size", "1T"],
+    ["clear", "--pages", "2M", "--size", "64G"],
+    ["clear-check", "--pages", "2M", "--size", "64G"],
+])
+def test_host_memory_is_checked_before_the_lock(tmp_path, monkeypatch,
+                                                capsys, args):
+    """Too big for this host is the answer even while another run holds
+    the cache, and it comes before apt (no tools on PATH here)."""
+    from test_cache_lock import HOLDER
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("ZDINIT_CACHE", str(cache))
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setattr(qemu, "mem_available", lambda: 23 << 30)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], cwd=ROOT,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        assert cli.main(args) == 1
+    finally:
+        holder.kill()
+        holder.wait()
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "GiB of host memory and 23.0 GiB is " \
+        f"available" in lines[0] and f"at {args[-1]} " in lines[0] and \
+        "use a smaller --size" in lines[0], lines
+
+
+def test_every_option_has_help():
+    """--help says what each option of each command does."""
+    for name, sub in cli.parser()._subparsers._group_actions[0] \
+            .choices.items():
+        for action in sub._actions:
+            assert action.help, f"{name} {action.option_strings or action.dest}"
 
 
 def test_unusable_cache_is_one_line(tmp_path):

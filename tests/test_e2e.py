@@ -4,22 +4,27 @@ These build Linux (about 7 minutes cold on 2 cores, seconds with a warm
 cache in $ZDINIT_CACHE) and boot QEMU; they are what CI spends its time on.
 """
 import json
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from conftest import ROOT
-from zdinit import build, clear, initramfs, qemu, scenarios
+from zdinit import build, cache, clear, initramfs, qemu, scenarios
 from zdinit.errors import ZdinitError
 
 pytestmark = pytest.mark.e2e
 G = 1 << 30
 
 
-def zdinit(*args, timeout=3600):
+def zdinit(*args, timeout=3600, env=None):
+    """A zdinit command as part of this session's run, under its lock."""
     proc = subprocess.run([sys.executable, "-m", "zdinit", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          pass_fds=cache.held_fds(), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -171,6 +176,28 @@ def test_base_kernel_has_no_strategy_knob(tmp_path):
                       "tcg", nvdimms=[(img.path, img.size)], timeout_s=120)
 
 
+def test_a_second_run_is_refused_while_this_one_builds(tmp_path):
+    """This session holds the cache lock all through, its builds included:
+    a zdinit started by the make of one of its builds is refused, naming
+    the holder."""
+    second = tmp_path / "second-run.txt"
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    probe = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(sys.executable)}"
+             f" -m zdinit build base; echo exit $?")
+    (shims / "make").write_text(
+        f"#!/bin/sh\n[ -e {second} ] || ({probe}) > {second} 2>&1\n"
+        f'exec {shlex.quote(shutil.which("make"))} "$@"\n')
+    (shims / "make").chmod(0o755)
+    zdinit("build", "base",
+           env=dict(os.environ, PATH=f"{shims}:{os.environ['PATH']}"))
+    holder = (cache.require_lock() / "lock").read_text().strip()
+    assert holder.startswith("PID ")
+    text = second.read_text()
+    assert f"is in use by {holder}; wait for it" in text, text
+    assert text.endswith("exit 1\n"), text
+
+
 def test_safety_checks_pass_on_both_kernels():
     zdinit("safety")
     rows = json.loads((ROOT / "results/latest/safety.json").read_text())
@@ -239,3 +266,25 @@ def test_clear_bench_covers_both_kernels_and_methods():
     for r in results["runs"]:
         assert r["n"] == 2 and r["median_gbps"] > 0 and r["max_wait_ms"] > 0
         assert (r["kernel"] == "clear-base") == ("vs_base" not in r)
+
+
+@pytest.mark.full
+def test_full_safety_checks_pass():
+    """The tracepoint guard and the KASAN/lockdep/kmemleak kernels too."""
+    zdinit("safety", "--full")
+    rows = json.loads((ROOT / "results/latest/safety.json").read_text())
+    assert rows and all(r["passed"] for r in rows)
+    assert {"trace", "debug"} <= {r["kernel"] for r in rows}
+
+
+@pytest.mark.full
+@pytest.mark.parametrize("kernel,args", [
+    # KASAN, lockdep, DEBUG_VM and kmemleak: every page size and model.
+    ("clear-debug", ["--size", "1G"]),
+    # KMSAN (a clang build, three times the guest memory): 2M THP.
+    ("clear-kmsan", ["--pages", "2M", "--size", "64M", "--preempt", "none"]),
+])
+def test_cleared_pages_read_back_zero_on_debug_kernels(kernel, args):
+    out = zdinit("clear-check", "--kernel", kernel, *args).stdout
+    zero = [line for line in out.splitlines() if "read back zero" in line]
+    assert zero and all(f"clear-zero {kernel} " in line for line in zero), out

@@ -78,11 +78,28 @@ def test_bad_lab_options_are_one_line_errors():
     for args, message in [(["bench", str(lab.VECTORS), "--sizes", "0"], "bad size"),
                           (["bench", str(lab.VECTORS), "--geometry", "3M"], "unknown geometry"),
                           (["bench", str(lab.VECTORS), "--threads", "0"], "--threads"),
+                          (["bench", str(lab.VECTORS), "--sizes", ","],
+                           "empty item in list ','"),
+                          (["bench", str(lab.VECTORS), "--sizes", "1M,,2M"],
+                           "empty item in list '1M,,2M'"),
+                          (["bench", str(lab.VECTORS), "--states", ""],
+                           "empty item in list ''"),
+                          (["clear", "bench", "--extents", ","],
+                           "empty item in list ','"),
                           (["verify", "/nonexistent"], "cannot read")]:
         proc = subprocess.run([str(lab.binary())] + args, capture_output=True,
                               text=True)
         assert proc.returncode == 2
         assert message in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+@pytest.mark.parametrize("args", [["--help"], ["-h"], ["help"],
+                                  ["clear", "--help"]])
+def test_lab_help_is_usage_on_stdout(args):
+    proc = subprocess.run([str(lab.binary())] + args, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("usage: zdlab ")
 
 
 def test_recommendation_finds_the_crossover():

@@ -1,7 +1,13 @@
 """Results are written before the plot, and a plot failure costs nothing
 but the plot."""
 import json
+import os
+import subprocess
+import sys
 
+import pytest
+
+from conftest import ROOT
 from zdinit import report
 
 RESULTS = {
@@ -73,3 +79,33 @@ def test_strategy_label_names_what_the_kernel_used():
         row = report.rows([dict(base, strategy=strategy, resolved=resolved,
                                 threads=threads)])[0]
         assert row[2] == label, (strategy, row[2])
+
+
+TABLE_SCRIPTS = sorted((ROOT / "docs" / "results").glob("*/table.py"))
+
+
+@pytest.mark.parametrize("script", TABLE_SCRIPTS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("args,message", [
+    ([], "no results.json given (usage: "),
+    (["/nonexistent.json"], "cannot read /nonexistent.json: No such file"),
+    (["README.md"], "README.md is not JSON"),
+    (["tests/data/not-results.json"], "has no list of runs"),
+])
+def test_table_scripts_refuse_bad_input_in_one_line(script, args, message):
+    proc = subprocess.run([sys.executable, str(script), *args], cwd=ROOT,
+                          capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("table.py: error: ") \
+        and message in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("script", TABLE_SCRIPTS, ids=lambda p: p.parent.name)
+def test_table_scripts_render_their_committed_runs(script):
+    runs = sorted(script.parent.glob("*.json"))
+    proc = subprocess.run([sys.executable, str(script),
+                           *map(str, runs)], cwd=ROOT, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("\n| ") >= 6

@@ -24,13 +24,9 @@ class Target:
 
 def check_resources(specs):
     for spec in specs:
-        need = spec.guest_ram_mb() * MiB + spec.image_touched_bytes()
-        have = qemu.mem_available()
-        if need + qemu.HOST_MEMORY_SPARE > have:
-            raise ZdinitError(
-                f"{spec.scenario.name} at {spec.size >> 30}G needs about "
-                f"{need >> 30} GiB of host memory, {have >> 30} GiB available;"
-                f" use a smaller --size")
+        qemu.require_host_memory(
+            spec.guest_ram_mb() * MiB + spec.image_touched_bytes(),
+            f"{spec.scenario.name} at {scenarios.size_text(spec.size)}")
 
 
 def split_rounds(n, rounds):
@@ -91,7 +87,6 @@ def run_bench(targets, specs, rounds, accel, logs_dir, verify=False,
     {"first_bind_ms", "samples_ms", "pages", "written", "resolved",
     "threads"}: the strategies and thread counts the kernel reported.
     """
-    check_resources(specs)
     samples = {}
     for spec in specs:
         shares = split_rounds(spec.n, rounds)

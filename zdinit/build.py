@@ -66,7 +66,7 @@ def make_env():
     """
     env = dict(os.environ)
     env.update(CCACHE_DIR=str(cache.ccache_dir()),
-               CCACHE_BASEDIR=str(cache.cache_dir()),
+               CCACHE_BASEDIR=str(cache.require_lock()),
                CCACHE_NOHASHDIR="1",
                CCACHE_IGNOREOPTIONS="-fmacro-prefix-map=*",
                CCACHE_MAXSIZE=env.get("CCACHE_MAXSIZE", "10G"),

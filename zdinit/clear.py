@@ -85,13 +85,9 @@ def guest_ram_mb(spec, variant):
 def check_resources(spec, kernels):
     """Refuse, before any boot, a size the host cannot back."""
     kernel = max(kernels, key=lambda k: guest_ram_mb(spec, k))
-    need = guest_ram_mb(spec, kernel) * MiB
-    have = qemu.mem_available()
-    if need + qemu.HOST_MEMORY_SPARE > have:
-        raise ZdinitError(
-            f"clear at {spec.size // MiB} MiB needs a guest of "
-            f"{need // MiB} MiB for kernel '{kernel}' and the host has "
-            f"{have // MiB} MiB available; use a smaller --size")
+    qemu.require_host_memory(
+        guest_ram_mb(spec, kernel) * MiB,
+        f"clear at {scenarios.size_text(spec.size)} for kernel '{kernel}'")
 
 
 def host_has_1g_pages():

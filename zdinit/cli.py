@@ -5,8 +5,11 @@ command that writes to the cache holds its lock for the whole run.
 """
 import argparse
 import functools
+import pathlib
+import re
 import shlex
 import signal
+import subprocess
 import sys
 
 from zdinit import (bench, build, cache, clear, deps, initramfs, lab,
@@ -139,9 +142,9 @@ def validate_bench(args):
 
 def cmd_bench(args):
     specs = validate_bench(args)
+    bench.check_resources(specs)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        bench.check_resources(specs)
         # Onlining follows --strategies only where it is given.
         targets = [prepare_target(k, args.strategies or BENCH_STRATEGIES,
                                   args.strategies)
@@ -217,9 +220,37 @@ def cmd_selftest(args):
 
 
 def cmd_lab(args):
-    # No cache lock: the lab builds in lab/ and never reads the cache.
-    deps.ensure_packages()
+    # No cache lock and no kernel toolchain: the lab builds in lab/ and
+    # never reads the cache.
+    deps.ensure_packages(deps.LAB_PACKAGES)
+    deps.offer_packages(deps.PLOT_PACKAGES, "the lab's plots")
     print(lab.run(quick=args.quick, reserve_hugetlb=args.reserve_hugetlb))
+
+
+TESTS = pathlib.Path(__file__).resolve().parent.parent / "tests"
+# pytest -m of each selection: make test, make test-full, make test-unit.
+TEST_MARKERS = {"default": ["-m", "not full"], "full": [],
+                "unit": ["-m", "not e2e"]}
+
+
+def cmd_test(args):
+    """The test suite as one run: with end-to-end tests, under the cache
+    lock from the package check to the last test; unit tests alone take
+    neither the lock nor the kernel toolchain."""
+    selection = "full" if args.full else "unit" if args.unit else "default"
+    pytest = [sys.executable, "-m", "pytest", "-v",
+              *TEST_MARKERS[selection], str(TESTS)]
+    if args.unit:
+        deps.ensure_packages(deps.UNIT_PACKAGES)
+        rc = subprocess.run(pytest).returncode
+    else:
+        with cache.lock(args.command_line):
+            deps.ensure_packages()
+            source.pristine_tree()
+            rc = subprocess.run(pytest, pass_fds=cache.held_fds()).returncode
+    if rc != 0:
+        raise ZdinitError(f"the {selection} test selection failed (pytest "
+                          f"exit {rc}; its summary is above)", exit_code=rc)
 
 
 def cmd_capture_vectors(args):
@@ -269,7 +300,8 @@ def parser():
 
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
                        "--strict it and build it")
-    c.add_argument("--no-build", action="store_true")
+    c.add_argument("--no-build", action="store_true",
+                   help="apply and checkpatch every patch, build none")
     c.add_argument("--series", default=",".join(series.SERIES),
                    type=comma_list("series", tuple(series.SERIES)),
                    help="comma list of: " + ", ".join(series.SERIES)
@@ -359,6 +391,17 @@ def parser():
                     "needs for the run and restore them afterwards")
     lb.set_defaults(func=cmd_lab)
 
+    ts = sub.add_parser("test", help="the test suite (make test): unit "
+                        "tests, the lab's tests and the end-to-end tests, "
+                        "under the cache lock throughout")
+    which = ts.add_mutually_exclusive_group()
+    which.add_argument("--full", action="store_true", help="also the heavier "
+                       "checks (make test-full): prefix builds, debug and "
+                       "KMSAN kernels, stock's selftest record")
+    which.add_argument("--unit", action="store_true", help="unit and lab "
+                       "tests only (make test-unit): no kernel, no cache")
+    ts.set_defaults(func=cmd_test)
+
     sub.add_parser("capture-vectors", help="record the struct page images "
                    "of the base kernel for the lab"
                    ).set_defaults(func=cmd_capture_vectors)
@@ -369,9 +412,22 @@ def _terminate(signum, frame):
     raise KeyboardInterrupt
 
 
+def join_dash_values(argv):
+    """'--size -1G' as '--size=-1G', so that a value starting with '-' is
+    refused for what it is, not with argparse's 'expected one argument'."""
+    out = []
+    for arg in argv:
+        if (out and re.fullmatch(r"--[a-z][a-z-]*", out[-1])
+                and re.match(r"-\d", arg)):
+            out[-1] += "=" + arg
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    args = parser().parse_args(argv)
+    args = parser().parse_args(join_dash_values(argv))
     args.command_line = "python3 -m zdinit " + shlex.join(argv)
     # SIGTERM unwinds like ^C, so partial results are marked FAILED.
     signal.signal(signal.SIGTERM, _terminate)

@@ -22,6 +22,14 @@ PACKAGES = [
 ]
 
 
+# The lab is native C; its plots are optional (offer_packages).
+LAB_PACKAGES = ["gcc", "make", "libc6-dev"]
+PLOT_PACKAGES = ["python3-matplotlib"]
+# What the unit tests use: pytest, the lab (they build it, sanitized too)
+# and the report's plot.
+UNIT_PACKAGES = ["python3-pytest"] + LAB_PACKAGES + PLOT_PACKAGES
+
+
 def missing_packages(packages=PACKAGES):
     out = subprocess.run(
         ["dpkg-query", "-W", "-f=${Package} ${db:Status-Abbrev}\n"]
@@ -54,6 +62,15 @@ def ensure_packages(packages=PACKAGES):
     still = missing_packages(packages)
     if still:
         raise ZdinitError("apt did not install: " + " ".join(still))
+
+
+def offer_packages(packages, what):
+    """Install packages that only add to a run (a plot): if they cannot be
+    had, say what is lost and go on."""
+    try:
+        ensure_packages(packages)
+    except ZdinitError as err:
+        progress.say(f"without {what}: {err}")
 
 
 def require_tool(name, package):

@@ -130,6 +130,18 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
 HOST_MEMORY_SPARE = 1 << 30
 
 
+def require_host_memory(need, what):
+    """The host-memory refusal of every family, made before the cache lock
+    and before apt: a guest (and the image pages it touches) that the host
+    cannot back."""
+    have = mem_available()
+    if need + HOST_MEMORY_SPARE > have:
+        raise ZdinitError(
+            f"{what} needs about {need / 2**30:.1f} GiB of host memory and "
+            f"{have / 2**30:.1f} GiB is available (keeping "
+            f"{HOST_MEMORY_SPARE >> 30} GiB spare); use a smaller --size")
+
+
 def mem_available():
     with open("/proc/meminfo") as fh:
         for line in fh:
@@ -214,7 +226,7 @@ def choose_accel(kernel, initrd):
         return os.environ["ZDINIT_ACCEL"], "forced by ZDINIT_ACCEL"
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return "tcg", "/dev/kvm not available"
-    record = cache.cache_dir() / "kvm-probe.json"
+    record = cache.require_lock() / "kvm-probe.json"
     key = _kvm_probe_key(kernel)
     try:
         known = json.loads(record.read_text())
@@ -240,7 +252,7 @@ def image_dir(touched_bytes):
     margin = 1 << 30
     if SHM.is_dir() and shutil.disk_usage(SHM).free > touched_bytes + margin:
         return SHM
-    path = cache.cache_dir() / "images"
+    path = cache.images_dir()
     path.mkdir(exist_ok=True)
     cache.require_free_space(path, touched_bytes + margin,
                              "the NVDIMM backing image")

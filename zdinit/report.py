@@ -4,8 +4,10 @@ import itertools
 import json
 import os
 import pathlib
+import sys
 
 from zdinit import placement, progress
+from zdinit.errors import UsageError, ZdinitError
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 
@@ -29,6 +31,40 @@ def new_results_dir(root=RESULTS):
             continue
         (partial / "logs").mkdir()
         return partial, final
+
+
+def load_results(path):
+    """A run's results.json (zdinit's or zdlab's), or one line why not."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        raise UsageError(f"{path} is not JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise UsageError(f"{path} has no list of runs: not a results.json")
+    return data
+
+
+def table_script(render, usage, argv=None):
+    """main() of a table script kept beside a committed run: render(runs
+    of each results.json named) prints the table; bad arguments or files
+    get one line and exit status 2."""
+    argv = sys.argv[1:] if argv is None else argv
+    prog = os.path.basename(sys.argv[0])
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"usage: {usage}")
+        return 0
+    try:
+        if not argv:
+            raise UsageError(f"no results.json given (usage: {usage})")
+        render([load_results(path) for path in argv])
+    except ZdinitError as err:
+        print(f"{prog}: error: {err}", file=sys.stderr)
+        return err.exit_code
+    return 0
 
 
 def publish(partial, final):

@@ -135,6 +135,17 @@ class RunSpec:
         return memmap + 64 * MiB
 
 
+SIZE_UNITS = (("T", 1 << 40), ("G", GiB), ("M", MiB), ("K", 1 << 10))
+
+
+def size_text(size):
+    """Bytes in the units a user types: 100G, 512M, 1536M."""
+    for unit, scale in SIZE_UNITS:
+        if size and size % scale == 0:
+            return f"{size // scale}{unit}"
+    return str(size)
+
+
 def parse_size(text):
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.I)
     if not m:
@@ -152,14 +163,15 @@ def plan(names, size=None, n=None, aligns=None):
                              + ", ".join(SCENARIOS))
         sc = SCENARIOS[name]
         sz = parse_size(size) if isinstance(size, str) else (size or sc.default_size)
+        shown = size if isinstance(size, str) else size_text(sz)
         count = sc.default_n if n is None else n
         al = (tuple(aligns) if aligns and sc.mode == "devdax"
               and not sc.hotplug else sc.default_aligns)
         if not 1 <= count <= MAX_N:
             raise UsageError(f"--n must be 1..{MAX_N}, not {count}")
         if sz < 2 * SECTION or sz % SECTION or sz > MAX_SIZE:
-            raise UsageError(f"{name}: size {sz} must be a multiple of 128M "
-                             f"between 256M and 1T")
+            raise UsageError(f"{name}: size {shown} must be a multiple of "
+                             f"128M between 256M and {size_text(MAX_SIZE)}")
         for a in al:
             if sc.mode != "devdax":
                 continue
@@ -259,10 +271,14 @@ def plan_clear(pages=None, size=None, loops=None, preempt=None):
             raise UsageError(f"unknown preemption model '{model}'; choose "
                              f"from " + ", ".join(PREEMPT_MODELS))
     sz = parse_size(size) if isinstance(size, str) else (size or CLEAR.default_size)
-    largest = max(CLEAR_PAGES[p] for p in pages)
-    if sz < largest or sz % largest or sz > MAX_SIZE:
-        raise UsageError(f"clear: size {sz} must be a non-zero multiple of "
-                         f"the largest page size ({max(pages, key=CLEAR_PAGES.get)})")
+    shown = size if isinstance(size, str) else size_text(sz)
+    largest = max(pages, key=CLEAR_PAGES.get)
+    if sz > MAX_SIZE:
+        raise UsageError(f"clear: size {shown} is over the limit of "
+                         f"{size_text(MAX_SIZE)}")
+    if sz < CLEAR_PAGES[largest] or sz % CLEAR_PAGES[largest]:
+        raise UsageError(f"clear: size {shown} must be a non-zero multiple "
+                         f"of the largest page size ({largest})")
     count = CLEAR.default_loops if loops is None else loops
     if not 1 <= count <= MAX_N:
         raise UsageError(f"--loops must be 1..{MAX_N}, not {count}")

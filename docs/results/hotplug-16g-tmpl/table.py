@@ -6,23 +6,30 @@ Run from the repository root:
 Ratios are medians divided by medians with zdinit.stats.speedup()'s 95%
 bootstrap interval; above 1 means the second kernel is faster.
 """
-import json
 import sys
 
-from zdinit import stats
+from zdinit import report, stats
+from zdinit.errors import UsageError
 
 ROWS = ("kmem movable", "kmem movable mom", "kmem normal", "kmem normal mom",
         "virtio-mem movable", "virtio-mem normal")
 
 
-def main(path):
-    runs = json.load(open(path))["runs"]
-    samples = {(r["scenario"], r["variant"], r["metric"], r["kernel"],
-                r["strategy"]): r["samples_ms"] for r in runs}
+def render(results):
+    if len(results) != 1:
+        raise UsageError("give one results.json")
+    try:
+        samples = {(r["scenario"], r["variant"], r["metric"], r["kernel"],
+                    r["strategy"]): r["samples_ms"] for r in results[0]["runs"]}
+    except KeyError as err:
+        raise UsageError(f"a run has no {err}: not a hotplug run") from None
 
     def get(row, metric, kernel, strategy="default"):
         scenario, variant = row.split(" ", 1)
-        return samples[(scenario, variant, metric, kernel, strategy)]
+        key = (scenario, variant, metric, kernel, strategy)
+        if key not in samples:
+            raise UsageError("no run of " + " ".join(key))
+        return samples[key]
 
     def med(values):
         return f"{stats.summarize(values)['median_ms']:.1f}"
@@ -58,4 +65,6 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    sys.exit(report.table_script(render, "PYTHONPATH=. python3 "
+                                 "docs/results/hotplug-16g-tmpl/table.py "
+                                 "RESULTS_JSON"))
