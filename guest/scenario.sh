@@ -438,6 +438,7 @@ if [ "$VERIFY" = 1 ]; then
 fi
 . /zdinit/clear.sh
 . /zdinit/hotplug.sh
+. /zdinit/ndctl.sh
 case "$SCENARIO" in
 clear) clear_bench ;;
 clear-zero) clear_zero ;;
@@ -463,6 +464,7 @@ churn) churn ;;
 devprivate-too-large) devprivate_too_large ;;
 hmm) hmm_selftests ;;
 odd-geometry) odd_geometry ;;
+ndctl-workflows) ndctl_workflows ;;
 gup) gup_selftests ;;
 verify-catches-skip) verify_catches_skip ;;
 debug) debug_kernel; churn; devprivate_too_large ;;

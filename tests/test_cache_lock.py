@@ -113,3 +113,40 @@ def test_nothing_uses_the_cache_without_the_lock(scratch_cache, path):
         path()
     with cache.lock("test"):
         assert scratch_cache in path().parents
+
+
+def test_unit_tests_need_no_cache_and_no_kernel_toolchain(holder,
+                                                          monkeypatch):
+    """make test-unit: pytest and a C compiler, no lock, no setup."""
+    from zdinit import cli, deps
+    asked = []
+    ran = []
+    monkeypatch.setattr(deps, "ensure_packages", asked.append)
+    monkeypatch.setattr(cli.subprocess, "run",
+                        lambda cmd, **kw: ran.append((cmd, kw)) or
+                        subprocess.CompletedProcess(cmd, 0))
+    assert cli.main(["test", "--unit"]) == 0
+    assert asked == [deps.UNIT_PACKAGES]
+    assert "linux-source-6.12" not in deps.UNIT_PACKAGES
+    (cmd, kw), = ran
+    assert cmd[-3:-1] == ["-m", "not e2e"] and not kw.get("pass_fds")
+
+
+def test_make_test_is_one_locked_run(holder, scratch_cache, monkeypatch):
+    """make test: refused while another run holds the cache; when it runs,
+    pytest inherits the lock."""
+    from zdinit import cli, deps, source
+    monkeypatch.setattr(deps, "ensure_packages", lambda *a: None)
+    monkeypatch.setattr(source, "pristine_tree", lambda: None)
+    ran = []
+    monkeypatch.setattr(cli.subprocess, "run",
+                        lambda cmd, **kw: ran.append(kw) or
+                        subprocess.CompletedProcess(cmd, 0))
+    assert cli.main(["test"]) == 1 and ran == []
+    holder.kill()
+    holder.wait()
+    assert cli.main(["test"]) == 0
+    (kw,), = [ran]
+    assert len(kw["pass_fds"]) == 1
+    assert os.environ.get(cache.LOCK_FD_ENV) is None
+    assert (scratch_cache / "lock").read_text() == ""

@@ -55,10 +55,11 @@ def test_every_patch_applies_passes_checkpatch_and_builds():
     """The ZONE_DEVICE series on the pristine tree, every prefix built."""
     out = check_series("linux-6.12")
     # The ZONE_DEVICE series on two more architectures; arm64 runs the
-    # KUnit suite, DEVICE_PRIVATE ranges included.
+    # KUnit suites, DEVICE_PRIVATE ranges included.
     assert "i386: compiled mm/mm_init.c with -Werror; not in its " in out
-    assert ("arm64: built Image; KUnit zone_device_memmap: 50 tests: "
-            "50 passed, 0 failed") in out
+    assert ("arm64: built Image; KUnit zone_device_memmap, "
+            "memory_hotplug_contiguity: 54 tests: 54 passed, 0 failed, "
+            "0 crashed, 0 skipped") in out
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +129,8 @@ def test_auto_streams_only_a_large_altmap_memmap(small_bench):
 def test_memmap_equals_slow_path_byte_for_byte():
     out = zdinit("selftest", "--size", "4G").stdout
     assert "0 differ, 0 unchecked" in out
-    assert "KUnit zone_device_memmap: 50 tests: 50 passed, 0 failed" in out
+    assert ("KUnit zone_device_memmap, memory_hotplug_contiguity: 54 tests: "
+            "54 passed, 0 failed, 0 crashed, 0 skipped") in out
     # The check catches a fast path that leaves struct pages unwritten on
     # an altmap namespace still holding the slow path's.
     for mode in ("fsdax-dev", "devdax-dev2M"):
@@ -205,7 +207,8 @@ def test_safety_checks_pass_on_both_kernels():
     names = {(r["check"], r["kernel"]) for r in rows}
     for check in ("hmm-selftests", "gup-devdax", "devdax-integrity",
                   "fsdax-integrity", "churn", "devprivate-too-large",
-                  "odd-geometry"):
+                  "odd-geometry", "ndctl-subsection", "ndctl-align",
+                  "ndctl-mode-cycle", "ndctl-reconfigure"):
         assert (check, "base") in names and (check, "patched") in names
     used = {r["used"] for r in rows if r["check"] == "devdax-integrity"
             and r["kernel"] == "patched"}

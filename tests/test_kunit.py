@@ -1,8 +1,10 @@
 """zdinit.kunit.judge over kunit.py parse output as 6.12's kunit.py prints it."""
 from zdinit import kunit
 
-CLEAN = """[12:52:06] ============ zone_device_memmap (16 subtests) ============
+CLEAN = """[12:52:06] ============ zone_device_memmap (15 subtests) ============
 [12:52:06] ============== [PASSED] zone_device_memmap ==============
+[12:52:06] ======= memory_hotplug_contiguity (1 subtest) ========
+[12:52:06] ======= [PASSED] memory_hotplug_contiguity ==========
 [12:52:06] ============================================================
 [12:52:06] Testing complete. Ran 16 tests: passed: 16
 """
@@ -28,6 +30,8 @@ def test_nothing_passed_missing_summary_or_suite_fail():
     assert kunit.judge(CLEAN.replace("passed: 16", "skipped: 16")) is None
     assert kunit.judge(CLEAN.replace("Testing complete", "Testing")) is None
     assert kunit.judge(CLEAN.replace("zone_device_memmap", "other")) is None
+    assert kunit.judge(CLEAN.replace("memory_hotplug_contiguity",
+                                     "other")) is None
 
 
 def test_last_summary_counts():

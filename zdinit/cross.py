@@ -115,5 +115,5 @@ def check(tree, patches):
         summary = boot_kunit_arm64(
             tree, image, cache.build_dir(name) / "kunit-console.log")
         lines.append(f"{target.arch.name}: built {image.name}; "
-                     f"KUnit {kunit.SUITE}: {summary}")
+                     f"{kunit.label()}: {summary}")
     return lines

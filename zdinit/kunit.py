@@ -6,7 +6,9 @@ import sys
 
 from zdinit.errors import ZdinitError
 
-SUITE = "zone_device_memmap"
+# The series' suites: the ZONE_DEVICE memmap and onlining's zone
+# contiguity.
+SUITES = ("zone_device_memmap", "memory_hotplug_contiguity")
 
 # kunit.py prints "[HH:MM:SS] Testing complete. Ran 16 tests: passed: 16"
 # and names only the counts that are not zero.
@@ -29,27 +31,32 @@ def summary_counts(output):
     return counts
 
 
-def judge(output, suite=SUITE):
+def label():
+    return "KUnit " + ", ".join(SUITES)
+
+
+def judge(output, suites=SUITES):
     """One line "N tests: P passed, 0 failed, ..." for a clean run of
-    suite; None when a test failed, crashed or errored, none passed, or
-    the suite is not in the output."""
+    suites; None when a test failed, crashed or errored, none passed, or
+    a suite is not in the output."""
     counts = summary_counts(output)
-    if (counts is None or suite not in output or counts["passed"] == 0
+    if (counts is None or any(suite not in output for suite in suites)
+            or counts["passed"] == 0
             or counts["failed"] or counts["crashed"] or counts["errors"]):
         return None
     return (f"{counts['ran']} tests: {counts['passed']} passed, 0 failed, "
             f"0 crashed, {counts['skipped']} skipped")
 
 
-def verdict(tree, console_log, suite=SUITE):
+def verdict(tree, console_log, suites=SUITES):
     """judge() of kunit.py parse over console_log; raise with kunit.py's
     output when the run is not clean."""
     tool = pathlib.Path(tree) / "tools/testing/kunit/kunit.py"
     proc = subprocess.run([sys.executable, str(tool), "parse",
                            str(console_log)], capture_output=True, text=True)
     out = proc.stdout + proc.stderr
-    line = None if proc.returncode else judge(out, suite)
+    line = None if proc.returncode else judge(out, suites)
     if line is None:
-        raise ZdinitError(f"KUnit suite {suite} failed (kunit.py parse "
-                          f"{console_log}):\n{out[-3000:]}")
+        raise ZdinitError(f"KUnit suites {', '.join(suites)} failed "
+                          f"(kunit.py parse {console_log}):\n{out[-3000:]}")
     return line

@@ -37,6 +37,10 @@ REDUCED = (
     Job("churn", ("base", "patched"), {"cycles": 50}),
     Job("odd-geometry", ("base", "patched"), {}, nvdimms=2, labels=True,
         verify=True),
+    # What an operator does with ndctl and daxctl (guest/ndctl.sh); the
+    # series must give each workflow the outcome stock gives.
+    Job("ndctl-workflows", ("base", "patched"), {}, nvdimms=2, labels=True,
+        verify=True),
     Job("devprivate-too-large", ("base", "patched"), {}),
     # Every page of it must migrate when its blocks go offline, which under
     # TCG is most of the boot: 64 MiB keeps make test's two boots short,
@@ -98,6 +102,8 @@ def judge(check):
         return True, (f"{int(check['bytes']) >> 20} MiB filled in ZONE_MOVABLE "
                       f"({int(check['used_kb']) >> 10} MiB taken from it), "
                       f"{check['blocks']} blocks offlined under it, pattern intact")
+    if name.startswith("ndctl-"):
+        return True, check["outcome"].replace(",", ", ").replace("-", " ")
     if name == "fsdax-integrity":
         return True, f"{check['files']} files, {int(check['bytes']) >> 20} MiB, sha256 verified"
     return True, check.get("detail", "").replace("_", " ")
@@ -139,7 +145,8 @@ def run_job(job, kernel_target, accel, logs):
                      "compared, 0 differ, 0 unchecked", "raw": v})
     for check in run.checks:
         ok, why = judge(check)
-        rows.append({"check": check["name"], "kernel": kernel_target.kernel.variant,
+        rows.append({"check": check["name"], "job": job.scenario,
+                     "kernel": kernel_target.kernel.variant,
                      "strategy": check.get("strategy", "-"),
                      "used": check.get("used", "-"), "passed": ok,
                      "detail": why, "raw": check})
@@ -152,22 +159,46 @@ def run_job(job, kernel_target, accel, logs):
     return rows
 
 
+# Checks whose outcome on the series must be stock's, and the fields of
+# their guest line that make up that outcome.  The kernel's own selftests
+# need not all pass here (the guest lacks some of what they want), but the
+# series must fail exactly what stock fails, with every strategy.
+SAME_AS_STOCK = {
+    "hmm-selftests": ("pass", "failed"),
+    "ndctl-subsection": ("result", "outcome"),
+    "ndctl-align": ("result", "outcome"),
+    "ndctl-mode-cycle": ("result", "outcome"),
+    "ndctl-reconfigure": ("result", "outcome"),
+}
+
+
 def compare_with_base(rows):
-    """Upstream selftests need not all pass here (the guest lacks some of
-    what they want), but the patched kernel must fail exactly what stock
-    fails, with every strategy."""
-    base = [r for r in rows if r["check"] == "hmm-selftests"
-            and r["kernel"] == "base"]
-    if not base:
-        return
-    reference = (base[0]["raw"]["pass"], base[0]["raw"]["failed"])
+    """Fail a series row of a SAME_AS_STOCK check whose outcome is not
+    stock's, and add a failing row for such a check that stock reported
+    and a series kernel, running the same job, did not."""
+    def outcome(row):
+        return tuple(row["raw"][f] for f in SAME_AS_STOCK[row["check"]])
+
+    stock = {r["check"]: (r["job"], outcome(r)) for r in rows
+             if r["check"] in SAME_AS_STOCK and r["kernel"] == "base"}
     for r in rows:
-        if r["check"] != "hmm-selftests" or r["kernel"] == "base":
+        name = r["check"]
+        if name not in stock or r["kernel"] == "base":
             continue
-        same = (r["raw"]["pass"], r["raw"]["failed"]) == reference
+        same = outcome(r) == stock[name][1]
         r["passed"] = r["passed"] and same
         r["detail"] += ", same as stock" if same else \
-            f", stock: {reference[0]} pass, failed {reference[1]}"
+            f", stock: {' '.join(map(str, stock[name][1]))}"
+    ran = {(r["job"], r["kernel"]) for r in rows
+           if r.get("job") and r["kernel"] != "base"}
+    for name, (job, expected) in stock.items():
+        for kernel in sorted(k for j, k in ran if j == job):
+            if not any(r["check"] == name and r["kernel"] == kernel
+                       for r in rows):
+                rows.append({"check": name, "job": job, "kernel": kernel,
+                             "strategy": "-", "used": "-", "passed": False,
+                             "detail": "not reported; stock: "
+                             + " ".join(map(str, expected)), "raw": {}})
 
 
 def table(rows):

@@ -62,7 +62,7 @@ def run_kunit(target, accel, logs):
               ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900, log_path=log,
               label="selftest kunit",
               cmdline=("kunit.enable=1", "loglevel=7"))
-    return [f"KUnit {kunit.SUITE}: {kunit.verdict(target.kernel.tree, log)}"]
+    return [f"{kunit.label()}: {kunit.verdict(target.kernel.tree, log)}"]
 
 
 def run_module_matrix(target, accel, logs):
