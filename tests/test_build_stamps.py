@@ -1,6 +1,8 @@
 """A tree or build directory is trusted only if the step that made it
 finished: stamps are written last, and an interrupted step leaves none."""
+import dataclasses
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -10,7 +12,8 @@ import time
 import pytest
 
 from conftest import ROOT
-from zdinit import build, cache, kconfig, proc, source
+from zdinit import bases, build, cache, kconfig, proc, source
+from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
 +++ b/hello.c
@@ -20,20 +23,45 @@ GOOD = """--- a/hello.c
 """
 
 
-@pytest.fixture
-def tarball(tmp_path, monkeypatch):
-    """A stand-in for Debian's linux-source tarball, in a scratch cache."""
-    monkeypatch.setenv("ZDINIT_CACHE", str(tmp_path / "cache"))
-    top = tmp_path / "src" / source.PRISTINE
+def make_deb(tmp_path, base_name, hello, release="1"):
+    """A stand-in for Debian's linux-source-<base> .deb: its tarball holds
+    a Makefile naming the release and hello.c.  Returns (path, sha256)."""
+    package = f"linux-source-{base_name}"
+    src = tmp_path / f"src-{hello}-{release}"
+    top = src / package
     top.mkdir(parents=True)
-    (top / "Makefile").write_text("all:\n")
-    (top / "hello.c").write_text("int hello = 0;\n")
-    path = tmp_path / f"{source.PRISTINE}.tar.xz"
-    with tarfile.open(path, "w:xz") as tar:
-        tar.add(top, arcname=source.PRISTINE)
-    monkeypatch.setattr(source, "TARBALL_GLOB", str(path))
+    (top / "Makefile").write_text(f"# release {release}\nall:\n")
+    (top / "hello.c").write_text(f"int hello = {hello};\n")
+    root = tmp_path / f"deb-{hello}-{release}"
+    (root / "usr/src").mkdir(parents=True)
+    (root / "DEBIAN").mkdir()
+    (root / "DEBIAN/control").write_text(
+        f"Package: {package}\nVersion: 1\nArchitecture: all\n"
+        "Maintainer: nobody <nobody@example.org>\nDescription: test\n")
+    with tarfile.open(root / f"usr/src/{package}.tar.xz", "w:xz") as tar:
+        tar.add(top, arcname=package)
+    deb = tmp_path / f"{package}-{hello}-{release}.deb"
+    subprocess.run(["dpkg-deb", "-Zxz", "--build", str(root), str(deb)],
+                   check=True, capture_output=True)
+    return deb, source._sha256(deb)
+
+
+def fake_base(deb, sha256):
+    """A base whose .deb is already in the cache (nothing is fetched)."""
+    base = bases.Base("9.9", "linux-source-9.9", "1", sha256, "nowhere",
+                      archive="http://127.0.0.1:9/debian")
+    debs = cache.require_lock() / "debs"
+    debs.mkdir(exist_ok=True)
+    shutil.copy(deb, debs / base.deb_name)
+    return base
+
+
+@pytest.fixture
+def base(tmp_path, monkeypatch):
+    """A fake base in a scratch cache."""
+    monkeypatch.setenv("ZDINIT_CACHE", str(tmp_path / "cache"))
     with cache.lock("pytest scratch cache"):
-        yield path
+        yield fake_base(*make_deb(tmp_path, "9.9", 0))
 
 
 def patch_file(tmp_path, value):
@@ -46,7 +74,7 @@ def stamp(tree):
     return tree / source._STAMP
 
 
-def test_interrupted_unpack_leaves_no_stamp(tarball, monkeypatch):
+def test_interrupted_unpack_leaves_no_stamp(base, monkeypatch):
     real_run = subprocess.run
 
     def interrupted_tar(cmd, **kw):
@@ -55,62 +83,106 @@ def test_interrupted_unpack_leaves_no_stamp(tarball, monkeypatch):
 
     monkeypatch.setattr(source.subprocess, "run", interrupted_tar)
     with pytest.raises(KeyboardInterrupt):
-        source.pristine_tree()
-    assert not stamp(cache.pristine_dir(source.PRISTINE)).exists()
+        source.pristine_tree(base)
+    assert not stamp(cache.pristine_dir(base.top)).exists()
     monkeypatch.setattr(source.subprocess, "run", real_run)
-    tree = source.pristine_tree()
+    tree = source.pristine_tree(base)
     assert stamp(tree).exists()
 
 
-def test_new_tarball_is_unpacked_again(tarball):
-    tree = source.pristine_tree()
+def test_another_deb_is_unpacked_again(base, tmp_path):
+    tree = source.pristine_tree(base)
     (tree / "hello.c").write_text("stale\n")
-    assert source.pristine_tree() == tree
+    assert source.pristine_tree(base) == tree
     assert (tree / "hello.c").read_text() == "stale\n"
-    os.utime(tarball, ns=(time.time_ns(), time.time_ns() + 10**9))
-    source.pristine_tree()
-    assert (tree / "hello.c").read_text() == "int hello = 0;\n"
+    newer = fake_base(*make_deb(tmp_path, "9.9", 7))
+    assert source.pristine_tree(newer) == tree
+    assert (tree / "hello.c").read_text() == "int hello = 7;\n"
 
 
-def test_interrupted_patching_leaves_no_stamped_tree(tarball, tmp_path,
+def test_a_deb_that_does_not_match_its_pin_is_fetched_not_trusted(
+        base, tmp_path):
+    """A cached .deb with another checksum is dropped and fetched again;
+    a base whose archive cannot be reached says so in one line, and
+    leaves nothing behind."""
+    wrong = dataclasses.replace(base, sha256="0" * 64)
+    with pytest.raises(ZdinitError) as err:
+        source.pristine_tree(wrong)
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("base 9.9: apt-get update of linux-source-9.9 1 "
+                              "from http://127.0.0.1:9/debian nowhere failed")
+    debs = cache.require_lock() / "debs"
+    assert list(debs.iterdir()) == []
+    assert not cache.pristine_dir(base.top).exists()
+
+
+def test_a_fetched_deb_with_another_checksum_is_refused(base, tmp_path,
+                                                        monkeypatch):
+    deb = cache.require_lock() / "debs" / base.deb_name
+    other, _ = make_deb(tmp_path, "9.9", 3)
+    deb.unlink()
+
+    def fake_apt(b, workdir, *args):
+        if args[0] == "download":
+            shutil.copy(other, workdir / b.deb_name)
+
+    monkeypatch.setattr(source, "_apt", fake_apt)
+    with pytest.raises(ZdinitError, match="base 9.9: linux-source-9.9_1_all"
+                       r"\.deb has sha256 [0-9a-f]{64}, not the pinned "):
+        source.pristine_tree(base)
+    assert list(deb.parent.iterdir()) == []
+
+
+def test_a_patch_that_does_not_apply_names_the_base(base, tmp_path):
+    bad = tmp_path / "0001-bad.patch"
+    bad.write_text(GOOD.replace("-int hello = 0;", "-int hello = 5;")
+                   .format(1))
+    with pytest.raises(ZdinitError, match="^base 9.9: patch 0001-bad.patch "
+                       "does not apply to linux-source-9.9 1: "):
+        source.variant_tree("9.9/patched", [bad], base)
+    assert not cache.src_dir("9.9/patched").exists()
+
+
+def test_interrupted_patching_leaves_no_stamped_tree(base, tmp_path,
                                                      monkeypatch):
     patches = [patch_file(tmp_path, 1)]
     real_apply = source.apply_patch
 
-    def interrupted(tree, patch):
-        real_apply(tree, patch)
+    def interrupted(tree, patch, base):
+        real_apply(tree, patch, base)
         raise KeyboardInterrupt
 
     monkeypatch.setattr(source, "apply_patch", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        source.variant_tree("patched", patches)
+        source.variant_tree("patched", patches, base)
     tree = cache.src_dir("patched")
     assert not stamp(tree).exists()
     assert not tree.with_name(tree.name + ".preparing").exists()
     monkeypatch.setattr(source, "apply_patch", real_apply)
-    assert source.variant_tree("patched", patches) == tree
+    assert source.variant_tree("patched", patches, base) == tree
     assert stamp(tree).exists()
     assert (tree / "hello.c").read_text() == "int hello = 1;\n"
 
 
-def test_a_new_tree_discards_its_build_dir(tarball, tmp_path):
+def test_a_new_tree_discards_its_build_dir(base, tmp_path):
     """Objects built from a patched file are newer than the pristine file
     that replaces it in a new tree: make would keep them."""
     one, two = [patch_file(tmp_path, 1)], [patch_file(tmp_path, 2)]
     object_file = cache.build_dir("patched") / "hello.o"
 
-    source.variant_tree("patched", one)
+    source.variant_tree("patched", one, base)
     object_file.parent.mkdir(parents=True)
     object_file.write_text("built from hello = 1\n")
-    source.variant_tree("patched", one)
+    source.variant_tree("patched", one, base)
     assert object_file.exists(), "an unchanged tree keeps its build"
-    source.variant_tree("patched", two)
+    source.variant_tree("patched", two, base)
     assert not object_file.exists()
 
     object_file.parent.mkdir(parents=True)
     object_file.write_text("built from hello = 2\n")
-    os.utime(tarball, ns=(time.time_ns(), time.time_ns() + 10**9))
-    source.variant_tree("patched", two)
+    newer = fake_base(*make_deb(tmp_path, "9.9", 0, release="2"))
+    source.variant_tree("patched", two, newer)
     assert not object_file.exists(), "a new Debian tree is a new tree"
 
 

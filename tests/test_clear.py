@@ -6,7 +6,7 @@ import pytest
 
 from conftest import DATA, ROOT
 from test_cli_errors import run_zdinit
-from zdinit import clear, initramfs, qemu, scenarios
+from zdinit import bases, clear, initramfs, qemu, scenarios
 from zdinit.errors import UsageError, ZdinitError
 
 G = 1 << 30
@@ -26,12 +26,17 @@ M = 1 << 20
     (["clear-check", "--pages", "512K"], "unknown page size '512K'"),
     (["clear-check", "--kernel", "clear-base"], "unknown kernel 'clear-base'"),
     (["check-series", "--series", "linux-6.13"], "unknown series 'linux-6.13'"),
+    (["check-series", "--base", "6.13"], "unknown kernel base '6.13'; "
+     "choose from 6.12, 7.3"),
+    (["bench", "--base", ""], "unknown kernel base ''"),
 ])
 def test_clear_usage_errors(tmp_path, args, message):
     proc = run_zdinit(tmp_path, *args)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
+
+BASE = bases.BASES["6.12"]
 
 
 def test_size_beyond_host_memory_is_refused_before_any_boot(tmp_path):
@@ -60,15 +65,15 @@ def test_plan_defaults_and_kernel_command_line():
 
 def test_one_g_pages_need_the_cpu_flag_under_kvm(monkeypatch):
     monkeypatch.setattr(clear, "host_has_1g_pages", lambda: False)
-    monkeypatch.setattr(clear.build, "build", lambda v: type("K", (), {
+    monkeypatch.setattr(clear.build, "build", lambda v, b: type("K", (), {
         "variant": v, "out": ROOT})())
     monkeypatch.setattr(clear.initramfs, "build", lambda k, d: d)
     monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("kvm", "test"))
     with pytest.raises(ZdinitError, match="no pdpe1gb"):
-        clear.prepare(scenarios.plan_clear(["1G"], "1G"), ["clear"])
+        clear.prepare(scenarios.plan_clear(["1G"], "1G"), ["clear"], BASE)
     monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("tcg", "test"))
     targets, accel, _ = clear.prepare(scenarios.plan_clear(["1G"], "1G"),
-                                      ["clear"])
+                                      ["clear"], BASE)
     assert accel == "tcg" and targets[0].strategies == ("cached", "stream")
 
 
@@ -170,19 +175,17 @@ def test_memory_check_uses_the_guest_size(monkeypatch):
 
 
 def test_broken_series_is_the_clear_series_plus_one_test_patch():
-    from zdinit import source
-    clear_series = source.series(source.CLEAR_PATCHES)
-    broken = source.series(source.CLEAR_BROKEN_PATCHES)
-    assert [p.name for p in broken[:-1]] == [p.name for p in clear_series]
-    assert [p.read_bytes() for p in broken[:-1]] == \
-        [p.read_bytes() for p in clear_series]
+    from zdinit import build, source
+    clear_series = source.series(BASE.series_dir("clear"))
+    broken = build.variant_patches("clear-broken", BASE)
+    assert broken[:-1] == clear_series
     assert "TEST ONLY" in broken[-1].read_text()
 
 
 def test_kmsan_kernels_build_with_clang():
     from zdinit import build
-    assert build.compiler(build.VARIANTS["clear-kmsan"][0]) == "clang"
-    assert build.compiler(build.VARIANTS["clear-debug"][0]) == "gcc"
+    assert build.compiler(build.VARIANTS["clear-kmsan"].fragments) == "clang"
+    assert build.compiler(build.VARIANTS["clear-debug"].fragments) == "gcc"
     assert "CC=ccache clang" in build.make_cmd("t", "o", "bzImage", cc="clang")
     assert "CC=ccache gcc" in build.make_cmd("t", "o", "bzImage")
     assert [k for k in build.VARIANTS if build.has_kmsan(k)] == \
@@ -190,46 +193,48 @@ def test_kmsan_kernels_build_with_clang():
 
 
 def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
-    record = json.loads(clear.STOCK_SELFTESTS.read_text())
+    record = json.loads(clear.STOCK_SELFTESTS.read_text())["6.12"]
     for model in ("none", "full"):
         assert sorted(record[model]) == sorted(initramfs.HUGE_SELFTESTS)
     live = {"none": {"clear": json.loads(json.dumps(record["none"]))}}
     booted = []
 
-    def outcomes(preempt, kernels):
+    def outcomes(preempt, kernels, base):
         booted.extend(kernels)
         return live
     monkeypatch.setattr(clear, "selftest_outcomes", outcomes)
-    lines = clear.check_selftests_against_record(["none"])
+    lines = clear.check_selftests_against_record(["none"], BASE)
     assert len(lines) == len(initramfs.HUGE_SELFTESTS)
     assert booted == ["clear"]     # stock is not built or booted
     # One test failing where stock passed, or the reverse, is an error.
     name = initramfs.HUGE_SELFTESTS[0]
     live["none"]["clear"][name][0] = "1" if record["none"][name][0] == "0" else "0"
     with pytest.raises(ZdinitError, match=f"selftest {name} preempt=none"):
-        clear.check_selftests_against_record(["none"])
-    with pytest.raises(ZdinitError, match="every selftest for preempt=voluntary"):
-        clear.check_selftests_against_record(["voluntary"])
+        clear.check_selftests_against_record(["none"], BASE)
+    with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=voluntary"):
+        clear.check_selftests_against_record(["voluntary"], BASE)
     # A selftest the record does not have is refused before any boot.
     booted.clear()
     monkeypatch.setattr(initramfs, "HUGE_SELFTESTS",
                         initramfs.HUGE_SELFTESTS + ("new_test",))
-    with pytest.raises(ZdinitError, match="every selftest for preempt=none"):
-        clear.check_selftests_against_record(["none"])
+    with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=none"):
+        clear.check_selftests_against_record(["none"], BASE)
     assert booted == []
 
 
 def test_recording_one_model_keeps_the_others(monkeypatch, tmp_path):
     record = tmp_path / "stock.json"
-    record.write_text(json.dumps({"none": {"t": ["0", "a", ""]},
-                                  "full": {"t": ["0", "b", ""]}}))
+    record.write_text(json.dumps({"6.12": {"none": {"t": ["0", "a", ""]},
+                                           "full": {"t": ["0", "b", ""]}},
+                                  "7.3": {"full": {"t": ["0", "d", ""]}}}))
     live = {"full": {"clear-base": {"t": ["1", "c", ""]},
                      "clear": {"t": ["1", "c", ""]}}}
-    monkeypatch.setattr(clear, "selftest_outcomes", lambda preempt, k: live)
+    monkeypatch.setattr(clear, "selftest_outcomes", lambda preempt, k, b: live)
     monkeypatch.setattr(initramfs, "HUGE_SELFTESTS", ("t",))
-    clear.check_selftests(["full"], record=record)
+    clear.check_selftests(["full"], BASE, record=record)
     assert json.loads(record.read_text()) == {
-        "none": {"t": ["0", "a", ""]}, "full": {"t": ["1", "c", ""]}}
+        "6.12": {"none": {"t": ["0", "a", ""]}, "full": {"t": ["1", "c", ""]}},
+        "7.3": {"full": {"t": ["0", "d", ""]}}}
     assert not (tmp_path / "stock.json.partial").exists()
 
 

@@ -13,11 +13,13 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import build, cache, clear, initramfs, qemu, scenarios
+from zdinit import (bases, build, cache, clear, initramfs, qemu, scenarios,
+                    series, source)
 from zdinit.errors import ZdinitError
 
 pytestmark = pytest.mark.e2e
 G = 1 << 30
+BASE = bases.BASES["6.12"]
 
 
 def zdinit(*args, timeout=3600, env=None):
@@ -29,13 +31,13 @@ def zdinit(*args, timeout=3600, env=None):
     return proc
 
 
-def check_series(directory, build_each=True):
-    out = zdinit("check-series", "--series", directory,
+def check_series(name, base, build_each=True):
+    out = zdinit("check-series", "--series", name, "--base", base.name,
                  *([] if build_each else ["--no-build"])).stdout
-    series = (ROOT / "patches" / directory / "series").read_text().split()
+    kind = series.SERIES[name][0]
     want = "applies, checkpatch clean" + (", built in" if build_each else "\n")
-    for name in series:
-        assert f"{directory}/{name}: {want}" in out, out
+    for patch in source.series(base.series_dir(kind)):
+        assert f"{base.name} {name}/{patch.name}: {want}" in out, out
     return out
 
 
@@ -43,17 +45,17 @@ def test_every_clear_patch_applies_and_passes_checkpatch():
     """The whole clear series is built (as the clear kernel) by the zero
     read-back test; building each prefix, four more cold builds, is in
     make test-full."""
-    check_series("linux-6.12-clear", build_each=False)
+    check_series("clear", BASE, build_each=False)
 
 
 @pytest.mark.full
 def test_every_clear_patch_builds():
-    check_series("linux-6.12-clear")
+    check_series("clear", BASE)
 
 
 def test_every_patch_applies_passes_checkpatch_and_builds():
     """The ZONE_DEVICE series on the pristine tree, every prefix built."""
-    out = check_series("linux-6.12")
+    out = check_series("zone-device", BASE)
     # The ZONE_DEVICE series on two more architectures; arm64 runs the
     # KUnit suites, DEVICE_PRIVATE ranges included.
     assert "i386: compiled mm/mm_init.c with -Werror; not in its " in out
@@ -156,7 +158,7 @@ def test_memmap_equals_slow_path_byte_for_byte():
 
 
 def test_guest_failure_reports_the_log_tail(tmp_path):
-    kernel = build.build("base")
+    kernel = build.build("base", BASE)
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
     with pytest.raises(ZdinitError) as err:
         qemu.boot(kernel, initrd, {"scenario": "no-such-scenario"}, "tcg",
@@ -169,7 +171,7 @@ def test_guest_failure_reports_the_log_tail(tmp_path):
 
 def test_base_kernel_has_no_strategy_knob(tmp_path):
     """Selecting a strategy on stock 6.12 fails cleanly, naming the cause."""
-    kernel = build.build("base")
+    kernel = build.build("base", BASE)
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
     with qemu.SparseImage(2 * G, 64 << 20, "knob") as img:
         with pytest.raises(ZdinitError, match="no /sys/kernel/debug/zone_device_memmap"):
@@ -233,7 +235,7 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
             assert (f"clear-zero clear preempt=none init_on_alloc=1 "
                     f"init_on_free=1 {page} {method}: 2 rounds of {G} bytes "
                     f"read back zero") in out, out
-    lines = "\n".join(clear.check_selftests_against_record(["none"]))
+    lines = "\n".join(clear.check_selftests_against_record(["none"], BASE))
     for name in initramfs.HUGE_SELFTESTS:
         assert f"selftest {name} preempt=none: exit" in lines, lines
 
@@ -243,8 +245,8 @@ def test_stock_selftest_record_is_what_stock_does():
     """Boot stock and the series on both models: the series matches stock,
     and stock still gives the outcomes make test compares against."""
     outcomes = clear.selftest_outcomes(["none", "full"],
-                                       ["clear-base", "clear"])
-    record = json.loads(clear.STOCK_SELFTESTS.read_text())
+                                       ["clear-base", "clear"], BASE)
+    record = json.loads(clear.STOCK_SELFTESTS.read_text())[BASE.name]
     for model, outcome in outcomes.items():
         clear.same_selftest_outcomes(outcome, model)
         assert outcome["clear-base"] == record[model], (model, outcome)
@@ -254,7 +256,7 @@ def test_zero_check_catches_a_broken_clear():
     """The same check on a kernel that skips one page of the neighbourhood."""
     spec = scenarios.plan_clear(["2M"], "64M", preempt=["none"])
     with pytest.raises(ZdinitError, match="non-zero words in 2M pages"):
-        clear.check_zero(spec, 2, kernel="clear-broken")
+        clear.check_zero(spec, 2, "clear-broken", BASE)
 
 
 @pytest.mark.full

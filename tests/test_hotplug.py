@@ -336,30 +336,29 @@ def test_run_bench_boots_each_family(monkeypatch, tmp_path):
 
 
 def test_hotplug_base_is_stock_plus_the_timing_patch():
-    from zdinit import build, source
-    patches = source.series(source.HOTPLUG_PATCHES)
-    # The series' own patch file, not a copy: renaming it there must
-    # fail here.
-    assert [p.resolve() for p in patches] == \
-        [p.resolve() for p in source.series(source.PATCHES)
-         if "memory_hotplug-time" in p.name]
-    assert build.VARIANTS["hotplug-base"] == (["zdinit"],
-                                              source.HOTPLUG_PATCHES)
+    from zdinit import bases, build, source
+    base = bases.BASES["6.12"]
+    patches = build.variant_patches("hotplug-base", base)
+    # The series' own patch file, not a copy.
+    assert patches == [p for p in source.series(base.series_dir())
+                       if "memory_hotplug-time" in p.name]
+    assert build.VARIANTS["hotplug-base"].fragments == ("zdinit",)
     assert hotplug.times_onlining("hotplug-base")
     assert hotplug.times_onlining("hotplug-contig")
     assert hotplug.times_onlining("patched")
+    assert hotplug.times_onlining("patched-memcpy")
     assert not hotplug.times_onlining("base")
+    assert not hotplug.times_onlining("clear")
 
 
 def test_hotplug_contig_differs_from_hotplug_base_by_patch_12_alone():
-    from zdinit import build, source
-    base = [p.resolve() for p in source.series(source.HOTPLUG_PATCHES)]
-    contig = [p.resolve() for p in source.series(source.HOTPLUG_CONTIG_PATCHES)]
-    assert contig[:-1] == base
+    from zdinit import bases, build, source
+    base = bases.BASES["6.12"]
+    stock = build.variant_patches("hotplug-base", base)
+    contig = build.variant_patches("hotplug-contig", base)
+    assert contig[:-1] == stock
     assert "skip-zone-contiguity-walks" in contig[-1].name
-    assert contig[-1] in [p.resolve() for p in source.series(source.PATCHES)]
-    assert build.VARIANTS["hotplug-contig"] == (["zdinit"],
-                                                source.HOTPLUG_CONTIG_PATCHES)
+    assert contig[-1] in source.series(base.series_dir())
 
 
 def test_strategies_online_each_zone_and_key_the_samples():

@@ -1,7 +1,7 @@
 """Patch application: a patch that does not fit fails cleanly."""
 import pytest
 
-from zdinit import cross, source
+from zdinit import bases, build, cross, source
 from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
@@ -14,6 +14,7 @@ GOOD = """--- a/hello.c
 """
 
 STALE = GOOD.replace("return 0", "return 2")
+BASE = bases.BASES["6.12"]
 
 
 def tree(tmp_path):
@@ -26,7 +27,7 @@ def test_patch_applies(tmp_path):
     t = tree(tmp_path / "t")
     patch = tmp_path / "0001-good.patch"
     patch.write_text(GOOD)
-    source.apply_patch(t, patch)
+    source.apply_patch(t, patch, BASE)
     assert "return 1;" in (t / "hello.c").read_text()
 
 
@@ -37,15 +38,16 @@ def test_stale_patch_fails_and_leaves_tree_untouched(tmp_path):
     patch = tmp_path / "0001-stale.patch"
     patch.write_text(STALE)
     with pytest.raises(ZdinitError, match="0001-stale.patch does not apply"):
-        source.apply_patch(t, patch)
+        source.apply_patch(t, patch, BASE)
     assert (t / "hello.c").read_text() == before
     assert sorted(p.name for p in t.iterdir()) == ["hello.c"]
 
 
 def test_series_lists_existing_patches_in_order():
-    patches = source.series()
-    assert patches, "patches/linux-6.12/series is empty"
-    assert [p.name for p in patches] == sorted(p.name for p in patches)
+    for kind in ("", "clear"):
+        patches = source.series(BASE.series_dir(kind))
+        assert patches, f"{BASE.series_dir(kind)}/series is empty"
+        assert [p.name for p in patches] == sorted(p.name for p in patches)
 
 
 def test_series_with_missing_file(tmp_path):
@@ -68,17 +70,49 @@ def test_cross_compiles_the_directories_of_the_changed_c_files(tmp_path):
     assert files == ["arch/x86/lib/usercopy_64.c", "mm/memory_hotplug.c",
                      "mm/mm_init.c"]
     assert cross.changed_dirs(files) == ["arch/x86/lib/", "mm/"]
-    assert "mm/mm_init.c" in cross.changed_c_files(source.series())
+    assert "mm/mm_init.c" in cross.changed_c_files(
+        source.series(BASE.series_dir()))
 
 
 def test_patched_memcpy_leaves_out_patch_7_and_the_onlining_templates():
-    from zdinit import build
-    series = [p.resolve() for p in source.series(source.PATCHES)]
-    memcpy = [p.resolve() for p in source.series(source.MEMCPY_PATCHES)]
+    series = [p.resolve() for p in source.series(BASE.series_dir())]
+    memcpy = [p.resolve() for p in build.variant_patches("patched-memcpy",
+                                                         BASE)]
     assert memcpy == series[:6] + series[7:12] + series[13:14]
     assert "copy-the-ZONE_DEVICE-memmap-template" in series[6].name
     # Left out too: the onlining template path and its check.
     assert "onlined-memory-from-templates" in series[12].name
     assert "check-the-memmap-of-onlined-memory" in series[14].name
-    assert build.VARIANTS["patched-memcpy"] == (
-        build.VARIANTS["patched"][0], source.MEMCPY_PATCHES)
+    assert build.VARIANTS["patched-memcpy"].fragments == \
+        build.VARIANTS["patched"].fragments
+
+
+def test_every_variant_selects_patches_on_every_base_with_its_series():
+    """A patch a variant names by subject must be in the series of every
+    base that has that series: renaming one fails here, not in a build."""
+    for base in bases.BASES.values():
+        for name, spec in build.VARIANTS.items():
+            if spec.series is not None and \
+                    not source.series(base.series_dir(spec.series)):
+                continue
+            if spec.extra and not (build.TEST_DATA / spec.extra /
+                                   f"linux-{base.name}.patch").exists():
+                continue
+            build.variant_patches(name, base)
+
+
+def test_a_variant_naming_a_missing_patch_is_refused(monkeypatch):
+    monkeypatch.setitem(build.VARIANTS, "odd", build.Variant(
+        ("zdinit",), "", only=("mm-no-such-patch",)))
+    with pytest.raises(ZdinitError, match="^base 6.12: kernel 'odd' names "
+                       "patch 'mm-no-such-patch', which linux-6.12/series "
+                       "lacks$"):
+        build.variant_patches("odd", BASE)
+
+
+def test_a_base_without_a_series_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(bases, "PATCHES_ROOT", tmp_path)
+    with pytest.raises(ZdinitError, match="^base 6.12 has no series for "
+                       "kernel 'patched': .*linux-6.12/series is missing"):
+        build.variant_patches("patched", BASE)
+    assert build.variant_patches("base", BASE) == []

@@ -11,32 +11,102 @@ from zdinit.errors import ZdinitError
 
 MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
 
-# A variant is a kconfig fragment list plus the series applied (None: none).
+TEST_DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data"
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """A kernel made from a base: kconfig fragments plus a selection of
+    one of the base's series (none: stock).  Patches are named by their
+    subject as in the file name, without the number, so one entry serves
+    every base whose series has them."""
+    fragments: tuple
+    series: str = None          # None: stock; "": ZONE_DEVICE + onlining;
+                                # "clear": huge-page clearing
+    only: tuple = ()            # these patches of the series alone, in order
+    leave_out: tuple = ()       # the series without these
+    extra: str = None           # tests/data/<extra>/linux-<base>.patch after
+
+
+# Patches named by more than one variant.
+TIMING = "mm-memory_hotplug-time-the-parts-of-online_pages-wit"
+CONTIGUITY = "mm-memory_hotplug-skip-zone-contiguity-walks-whose-r"
+
 VARIANTS = {
-    "base": (["zdinit"], None),
-    "patched": (["zdinit", "series"], source.PATCHES),
+    "base": Variant(("zdinit",)),
+    "patched": Variant(("zdinit", "series"), ""),
     # The series without patch 7, whose template copy reads the template
     # again for every struct page: patch 7 alone, for ZONE_DEVICE (the
-    # onlining template path, written on top of it, is left out too).
-    "patched-memcpy": (["zdinit", "series"], source.MEMCPY_PATCHES),
-    # Stock 6.12 plus patch 11 alone: onlining's breakdown without the
-    # ZONE_DEVICE series (hotplug scenarios).
-    "hotplug-base": (["zdinit"], source.HOTPLUG_PATCHES),
-    # hotplug-base plus patch 12, to measure that patch alone.
-    "hotplug-contig": (["zdinit"], source.HOTPLUG_CONTIG_PATCHES),
+    # onlining template path and its check, written on top of it, are left
+    # out too).
+    "patched-memcpy": Variant(("zdinit", "series"), "", leave_out=(
+        "mm-copy-the-ZONE_DEVICE-memmap-template-from-registe",
+        "mm-build-the-memmap-of-onlined-memory-from-templates",
+        "mm-check-the-memmap-of-onlined-memory-in-debugfs-NOT")),
+    # Stock plus the series' hotplug timing patch alone: onlining's
+    # breakdown without the ZONE_DEVICE series (hotplug scenarios).
+    "hotplug-base": Variant(("zdinit",), "", only=(TIMING,)),
+    # hotplug-base plus the contiguity walk patch, to measure it alone.
+    "hotplug-contig": Variant(("zdinit",), "", only=(TIMING, CONTIGUITY)),
     # The series with the page_ref tracepoints, for the tracepoint guard.
-    "trace": (["zdinit", "trace", "series"], source.PATCHES),
+    "trace": Variant(("zdinit", "trace", "series"), ""),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
-    "debug": (["zdinit", "debug", "series"], source.PATCHES),
-    # Huge-page clearing: stock 6.12 and the clear series, same config.
-    "clear-base": (["zdinit", "clear"], None),
-    "clear": (["zdinit", "clear"], source.CLEAR_PATCHES),
-    "clear-broken": (["zdinit", "clear"], source.CLEAR_BROKEN_PATCHES),
+    "debug": Variant(("zdinit", "debug", "series"), ""),
+    # Huge-page clearing: stock and the clear series, same config.
+    "clear-base": Variant(("zdinit", "clear")),
+    "clear": Variant(("zdinit", "clear"), "clear"),
+    # The clear series plus a deliberately broken folio_zero_user(), for
+    # the test that the zero read-back check can fail.
+    "clear-broken": Variant(("zdinit", "clear"), "clear",
+                            extra="clear-broken"),
     # The clear series under KASAN, lockdep, DEBUG_VM and kmemleak.
-    "clear-debug": (["zdinit", "clear", "debug"], source.CLEAR_PATCHES),
+    "clear-debug": Variant(("zdinit", "clear", "debug"), "clear"),
     # The clear series under KMSAN (built with clang).
-    "clear-kmsan": (["zdinit", "clear", "kmsan"], source.CLEAR_PATCHES),
+    "clear-kmsan": Variant(("zdinit", "clear", "kmsan"), "clear"),
 }
+
+
+def subject(patch):
+    """A patch file's name without its number and .patch."""
+    return patch.stem.split("-", 1)[1]
+
+
+def variant_patches(variant, base):
+    """The patch files variant applies to base, in order; one line why
+    not if the base lacks its series or one of the patches it names."""
+    spec = VARIANTS[variant]
+    if spec.series is None:
+        patches = []
+    else:
+        directory = base.series_dir(spec.series)
+        patches = source.series(directory)
+        if not patches:
+            raise ZdinitError(f"base {base.name} has no series for kernel "
+                              f"'{variant}': {directory}/series is missing "
+                              "or empty")
+        by_subject = {subject(p): p for p in patches}
+        for name in spec.only + spec.leave_out:
+            if name not in by_subject:
+                raise ZdinitError(f"base {base.name}: kernel '{variant}' "
+                                  f"names patch '{name}', which "
+                                  f"{directory.name}/series lacks")
+        if spec.only:
+            patches = [by_subject[name] for name in spec.only]
+        patches = [p for p in patches if subject(p) not in spec.leave_out]
+    if spec.extra:
+        extra = TEST_DATA / spec.extra / f"linux-{base.name}.patch"
+        if not extra.is_file():
+            raise ZdinitError(f"kernel '{variant}' has no patch for base "
+                              f"{base.name} ({extra} is missing)")
+        patches.append(extra)
+    return patches
+
+
+def work_name(variant, base):
+    """The variant's directory under the cache's work/: one per base."""
+    return f"{base.name}/{variant}"
+
+
 # The KMSAN fragment; only clang can build it (KMSAN is a clang
 # instrumentation), and it is the only fragment that needs clang.
 KMSAN_FRAGMENT = "kmsan"
@@ -52,6 +122,7 @@ class Kernel:
     module: pathlib.Path
     release: str
     build_s: float = 0.0
+    base: object = None         # the bases.Base it was built from
 
 
 def make_env():
@@ -82,7 +153,7 @@ def compiler(fragments):
 
 
 def has_kmsan(variant):
-    return KMSAN_FRAGMENT in VARIANTS[variant][0]
+    return KMSAN_FRAGMENT in VARIANTS[variant].fragments
 
 
 def jobs():
@@ -187,18 +258,20 @@ def build_tree(name, tree, fragments, out=None):
                   release, took)
 
 
-def build(variant):
+def build(variant, base):
     if variant not in VARIANTS:
         raise ValueError(variant)
-    fragments, series_dir = VARIANTS[variant]
+    fragments = list(VARIANTS[variant].fragments)
     deps.require_tool("ccache", "ccache")
     if compiler(fragments) == "clang":
         deps.require_tool("clang", "clang")
-    patches = source.series(series_dir) if series_dir else []
-    if series_dir and not patches:
-        raise ZdinitError(f"variant '{variant}' needs {series_dir}/series")
-    tree = source.variant_tree(variant, patches)
-    return build_tree(variant, tree, fragments)
+    patches = variant_patches(variant, base)
+    name = work_name(variant, base)
+    tree = source.variant_tree(name, patches, base)
+    kernel = build_tree(name, tree, fragments)
+    kernel.variant = variant
+    kernel.base = base
+    return kernel
 
 
 def build_arch(name, tree, fragments, arch, targets, werror=False):

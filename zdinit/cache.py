@@ -4,9 +4,10 @@ Everything lives under one directory, ``$ZDINIT_CACHE`` or
 ``~/.cache/zdinit``, so CI can keep it between runs and a fresh clone reuses
 it.  Layout::
 
-    pristine/linux-source-6.12/  the Debian tree as unpacked (never modified)
-    work/<variant>/linux/        hard-linked copy, the variant's patches applied
-    work/<variant>/build/        its O= output directory
+    debs/                        each base's Debian .deb, checked against its pin
+    pristine/linux-source-<X>/   a base's tree as unpacked (never modified)
+    work/<base>/<variant>/linux/ hard-linked copy, the variant's patches applied
+    work/<base>/<variant>/build/ its O= output directory
     ccache/                      compiler cache shared by every variant
     images/                      NVDIMM backing files when /dev/shm is too small
     lock                         held by the zdinit run writing here, if any

@@ -1,6 +1,6 @@
-"""The clear family (issue 9): huge-page clearing measured and checked in QEMU.
+"""The clear family: huge-page clearing measured and checked in QEMU.
 
-Kernels: 'clear-base' (stock 6.12) and 'clear' (the linux-6.12-clear
+Kernels: 'clear-base' (stock) and 'clear' (the base's linux-<base>-clear
 series), both with configs/clear.config.  One boot per kernel, preemption
 model and round; inside a boot the clearing methods of that kernel are
 interleaved loop by loop (guest/clear.sh).
@@ -43,7 +43,7 @@ MiB = 1 << 20
 BATCH = 32 * MiB
 # Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
 SELFTEST_GUEST_SIZE = "1G"
-# Stock 6.12's selftest outcomes (clear-base) per preemption model, written
+# Stock's selftest outcomes (clear-base) per base and preemption model, written
 # by 'clear-check --selftests --record-stock': make test compares the
 # series with this record instead of building and booting stock as well.
 STOCK_SELFTESTS = pathlib.Path(__file__).resolve().parent / "stock-selftests.json"
@@ -96,11 +96,11 @@ def host_has_1g_pages():
                    for line in fh)
 
 
-def prepare(spec, kernels):
+def prepare(spec, kernels, base):
     """Build the kernels and initramfs images, pick the accelerator."""
     targets = []
     for variant in kernels:
-        kernel = build.build(variant)
+        kernel = build.build(variant, base)
         initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
         targets.append(bench.Target(kernel, initrd, METHODS[variant]))
     accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
@@ -222,9 +222,9 @@ def markdown_table(runs):
     return report.markdown_table(runs, HEADER, rows)
 
 
-def run_bench(spec, rounds, kernels, command_line):
+def run_bench(spec, rounds, kernels, base, command_line):
     """The measured run: results/<stamp>/ with results.json and summary.md."""
-    targets, accel, why = prepare(spec, kernels)
+    targets, accel, why = prepare(spec, kernels, base)
     partial, final = report.new_results_dir()
     try:
         samples = measure(targets, spec, rounds, accel, partial / "logs")
@@ -249,10 +249,10 @@ def run_bench(spec, rounds, kernels, command_line):
 INIT_ON_ALLOC_FREE = ("init_on_alloc=1", "init_on_free=1")
 
 
-def check_zero(spec, zero_rounds=2, kernel="clear"):
+def check_zero(spec, zero_rounds, kernel, base):
     """Every method on every preemption model, and once more on the first
     model with init_on_alloc/init_on_free: cleared pages read back 0."""
-    targets, accel, _ = prepare(spec, [kernel])
+    targets, accel, _ = prepare(spec, [kernel], base)
     models = [(preempt, ()) for preempt in spec.preempt]
     models.append((spec.preempt[0], INIT_ON_ALLOC_FREE))
 
@@ -284,12 +284,12 @@ def check_zero(spec, zero_rounds=2, kernel="clear"):
             for line in lines]
 
 
-def selftest_outcomes(preempt, kernels):
+def selftest_outcomes(preempt, kernels, base):
     """The kernel's hugetlb and THP selftests, one boot per kernel and
     model, on 2M hugetlb pages reserved in the guest (300 by default).
     Returns {model: {kernel: {test: [exit, totals, failed]}}}."""
     spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt)
-    targets, accel, _ = prepare(spec, list(kernels))
+    targets, accel, _ = prepare(spec, list(kernels), base)
     names = ",".join(initramfs.HUGE_SELFTESTS)
     outcomes = {}
     for preempt in spec.preempt:
@@ -306,17 +306,18 @@ def selftest_outcomes(preempt, kernels):
     return outcomes
 
 
-def check_selftests(preempt, kernels=("clear-base", "clear"), record=None):
-    """The clear kernel must pass and fail exactly the selftests stock 6.12
-    passes and fails.  record: a path where stock's outcomes replace those
-    of the models run, the other models' kept."""
-    outcomes = selftest_outcomes(preempt, kernels)
+def check_selftests(preempt, base, kernels=("clear-base", "clear"),
+                    record=None):
+    """The clear kernel must pass and fail exactly the selftests stock
+    passes and fails.  record: a path where stock's outcomes on base
+    replace those of the models run, the other models and bases kept."""
+    outcomes = selftest_outcomes(preempt, kernels, base)
     lines = [line for model, outcome in outcomes.items()
              for line in same_selftest_outcomes(outcome, model)]
     if record:
         recorded = json.loads(record.read_text()) if record.exists() else {}
-        recorded.update({model: outcome[kernels[0]]
-                         for model, outcome in outcomes.items()})
+        recorded.setdefault(base.name, {}).update(
+            {model: outcome[kernels[0]] for model, outcome in outcomes.items()})
         partial = record.with_name(record.name + ".partial")
         partial.write_text(json.dumps(recorded, indent=1, sort_keys=True)
                            + "\n")
@@ -325,16 +326,18 @@ def check_selftests(preempt, kernels=("clear-base", "clear"), record=None):
     return lines
 
 
-def check_selftests_against_record(preempt, kernel="clear"):
-    """Like check_selftests(), with stock's outcomes from STOCK_SELFTESTS."""
-    stock = json.loads(STOCK_SELFTESTS.read_text())
+def check_selftests_against_record(preempt, base, kernel="clear"):
+    """Like check_selftests(), with stock's outcomes on base from
+    STOCK_SELFTESTS."""
+    stock = json.loads(STOCK_SELFTESTS.read_text()).get(base.name, {})
     for model in preempt:
         if sorted(stock.get(model, {})) != sorted(initramfs.HUGE_SELFTESTS):
             raise ZdinitError(
                 f"{STOCK_SELFTESTS.name} does not record every selftest for "
-                f"preempt={model}; record them with 'python3 -m zdinit "
-                "clear-check --selftests --record-stock'")
-    outcomes = selftest_outcomes(preempt, [kernel])
+                f"base {base.name} preempt={model}; record them with "
+                f"'python3 -m zdinit clear-check --base {base.name} "
+                "--selftests --record-stock'")
+    outcomes = selftest_outcomes(preempt, [kernel], base)
     return [line for model, outcome in outcomes.items()
             for line in same_selftest_outcomes(
                 {"stock (recorded)": stock[model], kernel: outcome[kernel]},

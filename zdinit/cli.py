@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 
-from zdinit import (bench, build, cache, clear, deps, initramfs, lab,
+from zdinit import (bases, bench, build, cache, clear, deps, initramfs, lab,
                     progress, qemu, report, safety, scenarios, selftest,
                     series, source)
 from zdinit.errors import UsageError, ZdinitError
@@ -63,10 +63,18 @@ def comma_list(what, choices, check=None):
     return parse
 
 
-def prepare_target(variant, strategies, hotplug_strategies=None):
+def base_option(text):
+    """argparse type: a kernel base by name."""
+    try:
+        return bases.get(text)
+    except UsageError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def prepare_target(variant, base, strategies, hotplug_strategies=None):
     """hotplug_strategies: what the patched kernel onlines with, each in
     turn (None: the kernel's choice, not touching the knob)."""
-    kernel = build.build(variant)
+    kernel = build.build(variant, base)
     initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
     stock = variant in ("base", *HOTPLUG_KERNELS)
     return bench.Target(kernel, initrd,
@@ -80,7 +88,8 @@ def cmd_safety(args):
         deps.ensure_packages()
         jobs = safety.FULL if args.full else safety.REDUCED
         variants = sorted({v for job in jobs for v in job.kernels})
-        targets = {v: prepare_target(v, STRATEGIES if v in ("patched", "debug")
+        targets = {v: prepare_target(v, args.base,
+                                     STRATEGIES if v in ("patched", "debug")
                                      else ("auto",))
                    for v in variants}
         first = targets[variants[0]]
@@ -92,8 +101,8 @@ def cmd_safety(args):
 def cmd_setup(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        source.pristine_tree()
-    progress.say("setup complete")
+        source.pristine_tree(args.base)
+    progress.say(f"setup complete (base {args.base.name})")
 
 
 def cmd_build(args):
@@ -103,7 +112,7 @@ def cmd_build(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.variants:
-            kernel = build.build(name)
+            kernel = build.build(name, args.base)
             print(f"{name}: {kernel.bzimage} ({kernel.release})")
 
 
@@ -111,12 +120,12 @@ def cmd_check_series(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.series:
-            results, other_arches = series.check(name,
+            results, other_arches = series.check(name, args.base,
                                                  build_each=not args.no_build)
             for result in results:
                 built = (f", built in {result.build_s:.0f}s" if result.build_s
                          else "")
-                print(f"{name}/{result.patch}: applies, checkpatch "
+                print(f"{args.base.name} {name}/{result.patch}: applies, checkpatch "
                       f"{result.checkpatch}{built}")
             for line in other_arches:
                 print(line)
@@ -126,7 +135,7 @@ def validate_bench(args):
     """What argparse cannot check alone; returns the scenarios' RunSpecs."""
     if args.verify and {"base", "hotplug-base"} & set(args.kernels):
         raise UsageError("--verify needs the patched kernel only: stock "
-                         "6.12 has no memmap self-check (use --kernels patched)")
+                         "has no memmap self-check (use --kernels patched)")
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
@@ -146,7 +155,8 @@ def cmd_bench(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         # Onlining follows --strategies only where it is given.
-        targets = [prepare_target(k, args.strategies or BENCH_STRATEGIES,
+        targets = [prepare_target(k, args.base,
+                                  args.strategies or BENCH_STRATEGIES,
                                   args.strategies)
                    for k in args.kernels]
         accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
@@ -188,7 +198,7 @@ def cmd_clear(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         final, runs = clear.run_bench(spec, args.rounds, args.kernels,
-                                      args.command_line)
+                                      args.base, args.command_line)
     print(clear.text_table(runs))
     print(f"\nresults: {final} (results/latest)")
 
@@ -199,10 +209,10 @@ def cmd_clear_check(args):
     spec = clear_spec(args, [args.kernel])
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        lines = clear.check_zero(spec, args.rounds, args.kernel)
+        lines = clear.check_zero(spec, args.rounds, args.kernel, args.base)
         if args.selftests:
             lines += clear.check_selftests(
-                spec.preempt,
+                spec.preempt, args.base,
                 record=clear.STOCK_SELFTESTS if args.record_stock else None)
     for line in lines:
         print(line)
@@ -212,7 +222,7 @@ def cmd_selftest(args):
     specs = selftest.altmap_specs(args.size)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        target = prepare_target("patched", STRATEGIES)
+        target = prepare_target("patched", args.base, STRATEGIES)
         accel, why = qemu.choose_accel(target.kernel, target.initrd)
         lines = selftest.run(target, accel, specs)
     for line in lines:
@@ -246,7 +256,8 @@ def cmd_test(args):
     else:
         with cache.lock(args.command_line):
             deps.ensure_packages()
-            source.pristine_tree()
+            for base in bases.BASES.values():
+                source.pristine_tree(base)
             rc = subprocess.run(pytest, pass_fds=cache.held_fds()).returncode
     if rc != 0:
         raise ZdinitError(f"the {selection} test selection failed (pytest "
@@ -256,7 +267,7 @@ def cmd_test(args):
 def cmd_capture_vectors(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        target = prepare_target("base", ("default",))
+        target = prepare_target("base", args.base, ("default",))
         accel, _ = qemu.choose_accel(target.kernel, target.initrd)
         print(lab.capture_vectors(target, accel))
 
@@ -282,20 +293,30 @@ def add_clear_options(p, size):
     return p
 
 
+def add_base_option(p):
+    p.add_argument("--base", default=bases.get(bases.DEFAULT),
+                   type=base_option,
+                   help=f"kernel base (default {bases.DEFAULT}): "
+                   + bases.help_text())
+
+
 def parser():
     p = OneLineParser(
         prog="python3 -m zdinit",
         description="Measure and test ZONE_DEVICE memmap initialisation.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    sub.add_parser("setup", help="install packages, unpack the kernel source"
-                   ).set_defaults(func=cmd_setup)
+    st = sub.add_parser("setup", help="install packages, fetch and unpack "
+                        "the base's kernel source")
+    add_base_option(st)
+    st.set_defaults(func=cmd_setup)
 
     b = sub.add_parser("build", help="build kernel variants")
     b.add_argument("variants", nargs="*", default=list(KERNELS),
                    type=functools.partial(one_of, "kernel", VARIANTS),
                    help="any of: " + ", ".join(VARIANTS)
                    + " (default: base patched)")
+    add_base_option(b)
     b.set_defaults(func=cmd_build)
 
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
@@ -306,6 +327,7 @@ def parser():
                    type=comma_list("series", tuple(series.SERIES)),
                    help="comma list of: " + ", ".join(series.SERIES)
                    + " (default: all)")
+    add_base_option(c)
     c.set_defaults(func=cmd_check_series)
 
     r = sub.add_parser("bench", help="rebind ZONE_DEVICE ranges in QEMU and "
@@ -340,17 +362,20 @@ def parser():
                    help="boots per kernel, alternating kernels (default 2)")
     r.add_argument("--verify", action="store_true",
                    help="compare every memmap with the slow path (patched)")
+    add_base_option(r)
     r.set_defaults(func=cmd_bench)
 
     t = sub.add_parser("selftest", help="prove every strategy builds the "
                        "slow path's memmap, byte for byte, in QEMU")
     t.add_argument("--size", default="4G", help="NVDIMM size (default 4G)")
+    add_base_option(t)
     t.set_defaults(func=cmd_selftest)
 
     sf = sub.add_parser("safety", help="data integrity, guards, churn and "
                         "debug-kernel checks in QEMU, base vs patched")
     sf.add_argument("--full", action="store_true",
                     help="add the tracepoint and KASAN/lockdep kernels")
+    add_base_option(sf)
     sf.set_defaults(func=cmd_safety)
 
     cb = add_clear_options(sub.add_parser(
@@ -363,6 +388,7 @@ def parser():
                     help="comma list of: " + ", ".join(clear.KERNELS))
     cb.add_argument("--rounds", type=int, default=2,
                     help="boots per kernel and model, alternating (default 2)")
+    add_base_option(cb)
     cb.set_defaults(func=cmd_clear)
     cc = add_clear_options(sub.add_parser(
         "clear-check", help="every huge page the clear kernel hands out "
@@ -381,6 +407,7 @@ def parser():
                     help="with --selftests: write stock's outcomes to "
                     "zdinit/stock-selftests.json, which make test compares "
                     "the series with")
+    add_base_option(cc)
     cc.set_defaults(func=cmd_clear_check)
 
     lb = sub.add_parser("lab", help="native store-pattern benchmark")
@@ -402,9 +429,10 @@ def parser():
                        "tests only (make test-unit): no kernel, no cache")
     ts.set_defaults(func=cmd_test)
 
-    sub.add_parser("capture-vectors", help="record the struct page images "
-                   "of the base kernel for the lab"
-                   ).set_defaults(func=cmd_capture_vectors)
+    cv = sub.add_parser("capture-vectors", help="record the struct page "
+                        "images of the base kernel for the lab")
+    add_base_option(cv)
+    cv.set_defaults(func=cmd_capture_vectors)
     return p
 
 

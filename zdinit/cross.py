@@ -95,12 +95,12 @@ def compile_changed(name, tree, target, patches):
     return line
 
 
-def check(tree, patches):
-    """Build tree (patches, the whole series, applied) for every target;
-    boot arm64.  Returns one line per target."""
+def check(tree, patches, base):
+    """Build tree (patches, the whole series, applied to base) for every
+    target; boot arm64.  Returns one line per target."""
     lines = []
     for target in TARGETS:
-        name = f"cross-{target.arch.name}"
+        name = build.work_name(f"cross-{target.arch.name}", base)
         # tree was made afresh (source.clone_tree()), with files older than
         # the objects of the last build here: make would keep those.
         shutil.rmtree(cache.build_dir(name), ignore_errors=True)

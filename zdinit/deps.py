@@ -8,7 +8,7 @@ from zdinit.errors import ZdinitError
 
 # Kernel build, guest userspace, QEMU, and the report's plot and tests.
 PACKAGES = [
-    "linux-source-6.12", "build-essential", "bc", "bison", "flex",
+    "build-essential", "bc", "bison", "flex",
     "libelf-dev", "libssl-dev", "cpio", "kmod", "xz-utils", "lz4", "ccache",
     "patch", "perl", "qemu-system-x86", "busybox-static", "ndctl",
     "daxctl", "e2fsprogs", "python3-matplotlib", "python3-pytest",

@@ -8,13 +8,11 @@ what move_pfn_range_to_zone() and online_pages() report, in ms.
 import collections
 import os
 
-from zdinit import build, parse, source
+from zdinit import build, parse
 from zdinit.errors import ZdinitError
 
 PAGE = 4096
 ONLINE_PHASES = ("first", "online")
-# The file name of patch 0011, which adds the timing lines.
-TIMING_PATCH = "-mm-memory_hotplug-time-the-parts-of-online_pages"
 
 
 def times_onlining(variant):
@@ -23,9 +21,10 @@ def times_onlining(variant):
     to measure what printing them costs the wall times."""
     if os.environ.get("ZDINIT_HOTPLUG_TIMING") == "0":
         return False
-    patches = build.VARIANTS.get(variant, (None, None))[1]
-    return patches is not None and any(
-        TIMING_PATCH in p.name for p in source.series(patches))
+    spec = build.VARIANTS.get(variant)
+    return (spec is not None and spec.series == ""
+            and build.TIMING in (spec.only or (build.TIMING,))
+            and build.TIMING not in spec.leave_out)
 
 
 def variant_label(step):

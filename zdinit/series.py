@@ -13,13 +13,13 @@ from zdinit.errors import ZdinitError
 CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 
 
-# Each series, by directory name: where it lives, the kconfig fragments its
-# patches are built with, and whether cross.py builds (and boots) it for the
-# other architectures.  Each applies to the pristine tree on its own.
+# Each series of a base, by name: its kind (bases.Base.series_dir), the
+# kconfig fragments its patches are built with, and whether cross.py builds
+# (and boots) it for the other architectures.  Each applies to the pristine
+# tree on its own.
 SERIES = {
-    source.PATCHES.name: (source.PATCHES, ("zdinit",), True),
-    source.CLEAR_PATCHES.name: (source.CLEAR_PATCHES, ("zdinit", "clear"),
-                                False),
+    "zone-device": ("", ("zdinit",), True),
+    "clear": ("clear", ("zdinit", "clear"), False),
 }
 
 
@@ -46,8 +46,8 @@ def checkpatch(tree, patch):
     return "clean"
 
 
-def check(name=source.PATCHES.name, build_each=True):
-    """Apply series 'name' one patch at a time to a scratch tree.
+def check(name, base, build_each=True):
+    """Apply series 'name' of base one patch at a time to a scratch tree.
 
     After each patch: checkpatch, then an incremental build of the kernel
     and the project module, so every prefix of the series is bisectable.
@@ -59,24 +59,26 @@ def check(name=source.PATCHES.name, build_each=True):
     is built for arm64 and its C files compiled for i386 (cross.py).
     Returns (per-patch results, cross-build lines).
     """
-    directory, fragments, cross_build = SERIES[name]
+    kind, fragments, cross_build = SERIES[name]
+    directory = base.series_dir(kind)
     patches = source.series(directory)
     if not patches:
-        raise ZdinitError(f"patches/{name}/series lists no patches")
-    scratch = f"bisect-{name}"
-    tree, tmp = source.clone_tree(scratch)
+        raise ZdinitError(f"base {base.name}: patches/{directory.name}/series "
+                          "is missing or lists no patches")
+    scratch = build.work_name(f"bisect-{name}", base)
+    tree, tmp = source.clone_tree(scratch, base)
     shutil.rmtree(tree, ignore_errors=True)
     os.rename(tmp, tree)
     out = cache.build_dir(scratch)
     results = []
     for i, patch in enumerate(patches, 1):
         progress.say(f"series {i}/{len(patches)}: {patch.name}")
-        source.apply_patch(tree, patch)
+        source.apply_patch(tree, patch, base)
         verdict = checkpatch(tree, patch)
         took = 0.0
         if build_each:
             took = build.build_tree(scratch, tree, list(fragments),
                                     out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
-    return results, (cross.check(tree, patches)
+    return results, (cross.check(tree, patches, base)
                      if build_each and cross_build else [])

@@ -1,5 +1,4 @@
-"""The Debian linux-source-6.12 tree and the variants made from it."""
-import glob
+"""A base's Debian kernel tree and the variants made from it."""
 import hashlib
 import os
 import pathlib
@@ -9,32 +8,9 @@ import subprocess
 from zdinit import cache, progress
 from zdinit.errors import ZdinitError
 
-TARBALL_GLOB = "/usr/src/linux-source-6.12.tar.*"
-PRISTINE = "linux-source-6.12"
-PATCHES = pathlib.Path(__file__).resolve().parent.parent / "patches" / "linux-6.12"
-# Stock 6.12 with only the series' hotplug timing patch (patch 11).
-HOTPLUG_PATCHES = PATCHES.with_name("linux-6.12-hotplug")
-# The same plus the contiguity walk patch (patch 12): patch 12 alone, A/B.
-HOTPLUG_CONTIG_PATCHES = PATCHES.with_name("linux-6.12-hotplug-contig")
-# The series without patch 7, the template copy from registers: that patch
-# alone, A/B against "patched".
-MEMCPY_PATCHES = PATCHES.with_name("linux-6.12-memcpy")
-# The huge-page clearing series (issue 9): applies to the pristine tree alone.
-CLEAR_PATCHES = PATCHES.with_name("linux-6.12-clear")
-# That series plus a deliberately broken folio_zero_user(), for the test
-# that the zero read-back check can fail.
-CLEAR_BROKEN_PATCHES = PATCHES.parent.parent / "tests" / "data" / "clear-broken"
 # Written last into a tree once it is complete; its text says what the
 # tree was made from, and a tree whose stamp does not match is made again.
 _STAMP = ".zdinit-ready"
-
-
-def tarball():
-    found = sorted(glob.glob(TARBALL_GLOB))
-    if not found:
-        raise ZdinitError("Debian kernel source not found at "
-                          f"{TARBALL_GLOB}; run 'python3 -m zdinit setup'")
-    return pathlib.Path(found[-1])
 
 
 def _stamped(tree, identity):
@@ -42,38 +18,109 @@ def _stamped(tree, identity):
     return stamp.exists() and stamp.read_text().strip() == identity
 
 
-def _tarball_identity(src):
-    """apt replaces the tarball in place for a new 6.12.y: name, size and
-    mtime tell the versions apart."""
-    st = src.stat()
-    return f"{src.name} {st.st_size} {st.st_mtime_ns}"
+def _sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
-def pristine_tree():
-    """Unpack the Debian tarball once; a half-unpacked tree, or one from an
-    older tarball, is never used."""
-    tree = cache.pristine_dir(PRISTINE)
-    src = tarball()
-    identity = _tarball_identity(src)
-    if _stamped(tree, identity):
+def _apt(base, workdir, *args):
+    """apt-get with a source list of base's archive alone, in workdir:
+    the machine's own apt sources and package lists stay untouched."""
+    lists = workdir / "lists"
+    (lists / "partial").mkdir(parents=True, exist_ok=True)
+    (workdir / "cache" / "archives" / "partial").mkdir(parents=True,
+                                                      exist_ok=True)
+    sources = workdir / "sources.list"
+    sources.write_text(base.sources_line + "\n")
+    cmd = ["apt-get", "-q", "-o", f"Dir::Etc::SourceList={sources}",
+           "-o", "Dir::Etc::SourceParts=/dev/null",
+           "-o", f"Dir::State::Lists={lists}",
+           "-o", f"Dir::Cache={workdir / 'cache'}"] + list(args)
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+    output = (proc.stdout + proc.stderr).splitlines()
+    # apt-get update exits 0 when an index cannot be fetched; it says so.
+    errors = [line.strip() for line in output
+              if line.startswith(("E:", "Err:", "W: Failed to fetch"))]
+    if proc.returncode or errors:
+        why = (errors or output or ["no output"])[-1]
+        raise ZdinitError(
+            f"base {base.name}: apt-get {args[0]} of {base.package} "
+            f"{base.version} from {base.archive} {base.suite} failed: {why} "
+            "(check the network, or the version is gone from the archive: "
+            "update zdinit/bases.py)")
+
+
+def fetch_deb(base):
+    """base's .deb in the cache, fetched once and checked against its
+    pinned sha256; a download that fails or does not match is removed."""
+    debs = cache.require_lock() / "debs"
+    deb = debs / base.deb_name
+    if deb.exists() and _sha256(deb) == base.sha256:
+        return deb
+    deb.unlink(missing_ok=True)
+    cache.require_free_space(debs.parent, 1 << 30,
+                             f"the {base.package} package")
+    work = debs / f"{base.name}.fetching"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    try:
+        progress.say(f"base {base.name}: fetching {base.package} "
+                     f"{base.version} from {base.archive} {base.suite}")
+        _apt(base, work, "update")
+        _apt(base, work, "download", f"{base.package}={base.version}")
+        got = work / base.deb_name.replace(":", "%3a")
+        if not got.exists():
+            raise ZdinitError(f"base {base.name}: apt-get download left no "
+                              f"{base.deb_name}")
+        digest = _sha256(got)
+        if digest != base.sha256:
+            raise ZdinitError(
+                f"base {base.name}: {base.deb_name} has sha256 {digest}, "
+                f"not the pinned {base.sha256}; the archive changed it: "
+                "check it and update zdinit/bases.py")
+        os.replace(got, deb)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return deb
+
+
+def pristine_tree(base):
+    """base's tree, unpacked once from its checked .deb; a half-unpacked
+    tree, or one from another .deb, is never used."""
+    tree = cache.pristine_dir(base.top)
+    if _stamped(tree, base.sha256):
         return tree
-    cache.require_free_space(tree.parent, 2 << 30, "the kernel source")
-    tmp = tree.with_name(PRISTINE + ".unpacking")
+    deb = fetch_deb(base)
+    cache.require_free_space(tree.parent, 2 << 30,
+                             f"the {base.name} kernel source")
+    tmp = tree.with_name(base.top + ".unpacking")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(tree, ignore_errors=True)
     tmp.mkdir(parents=True)
-    progress.say(f"unpacking {src} into {tree}")
-    subprocess.run(["tar", "xf", str(src), "-C", str(tmp)], check=True)
-    top = tmp / PRISTINE
+    progress.say(f"base {base.name}: unpacking {deb.name} into {tree}")
+    fsys = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)],
+                            stdout=subprocess.PIPE)
+    member = subprocess.run(["tar", "-xO", base.tarball_member],
+                            stdin=fsys.stdout, stdout=subprocess.PIPE)
+    if fsys.wait() or member.returncode:
+        raise ZdinitError(f"base {base.name}: {deb} has no "
+                          f"{base.tarball_member}")
+    subprocess.run(["tar", "xJf", "-", "-C", str(tmp)], input=member.stdout,
+                   check=True)
+    top = tmp / base.top
     if not (top / "Makefile").exists():
-        raise ZdinitError(f"{src} does not contain {PRISTINE}/Makefile")
+        raise ZdinitError(f"base {base.name}: {deb} does not contain "
+                          f"{base.top}/Makefile")
     top.rename(tree)
     tmp.rmdir()
-    (tree / _STAMP).write_text(identity + "\n")
+    (tree / _STAMP).write_text(base.sha256 + "\n")
     return tree
 
 
-def series(directory=PATCHES):
+def series(directory):
     """Patch files in 'series' order; every listed file must exist."""
     series_file = directory / "series"
     if not series_file.exists():
@@ -97,7 +144,7 @@ def _digest(base, paths):
     return h.hexdigest()[:16]
 
 
-def apply_patch(tree, patch):
+def apply_patch(tree, patch, base):
     """Apply one patch, refusing cleanly (tree untouched) if it does not fit."""
     # No .orig backups where a hunk lands at an offset (patched-memcpy
     # leaves a patch out): the tree holds only what the series makes.
@@ -107,12 +154,13 @@ def apply_patch(tree, patch):
     if dry.returncode != 0:
         why = (dry.stdout + dry.stderr).strip().splitlines()
         raise ZdinitError(
-            f"patch {patch.name} does not apply to Debian {PRISTINE}: "
+            f"base {base.name}: patch {patch.name} does not apply to "
+            f"{base.package} {base.version}: "
             f"{why[0] if why else 'patch failed'}; rebase the series")
     subprocess.run(args, check=True, capture_output=True)
 
 
-def clone_tree(name):
+def clone_tree(name, base):
     """A fresh hard-linked copy of the pristine tree, not yet in place.
 
     GNU patch writes a new file and renames it over the old one, so
@@ -122,32 +170,32 @@ def clone_tree(name):
     patched is back to its pristine, older mtime in the copy, so make
     would keep the objects built from the patched file.
     """
-    base = pristine_tree()
+    pristine = pristine_tree(base)
     shutil.rmtree(cache.build_dir(name), ignore_errors=True)
     tree = cache.src_dir(name)
     tmp = tree.with_name(tree.name + ".preparing")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["cp", "-al", str(base), str(tmp)], check=True)
+    subprocess.run(["cp", "-al", str(pristine), str(tmp)], check=True)
     (tmp / _STAMP).unlink()
     return tree, tmp
 
 
-def variant_tree(name, patches):
+def variant_tree(name, patches, base):
     """Source tree of a variant: a copy of the pristine tree plus patches.
 
     The copy is rebuilt whenever the series changes, and only replaces the
     old tree once every patch applied.
     """
-    digest = _digest(pristine_tree(), patches)
+    digest = _digest(pristine_tree(base), patches)
     tree = cache.src_dir(name)
     if _stamped(tree, digest):
         return tree
-    tree, tmp = clone_tree(name)
+    tree, tmp = clone_tree(name, base)
     progress.say(f"applying {len(patches)} patches for '{name}'")
     try:
         for patch in patches:
-            apply_patch(tmp, patch)
+            apply_patch(tmp, patch, base)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
