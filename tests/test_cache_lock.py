@@ -137,7 +137,7 @@ def test_make_test_is_one_locked_run(holder, scratch_cache, monkeypatch):
     pytest inherits the lock."""
     from zdinit import cli, deps, source
     monkeypatch.setattr(deps, "ensure_packages", lambda *a: None)
-    monkeypatch.setattr(source, "pristine_tree", lambda: None)
+    monkeypatch.setattr(source, "pristine_tree", lambda base: None)
     ran = []
     monkeypatch.setattr(cli.subprocess, "run",
                         lambda cmd, **kw: ran.append(kw) or
