@@ -1,10 +1,13 @@
-# zdinit guest: what a pmem operator does with ndctl and daxctl, sourced by
-# scenario.sh.  The same operations as the destructive tests of ndctl's
-# own suite (many sub-section namespaces in one region, namespace
-# alignments, mode changes, device-dax handed to the kmem driver and back),
-# written for this guest: that suite's source is not part of this project.
-# Each workflow ends in one "check name=ndctl-... result=... outcome=..."
-# line; the host requires the series to give the outcome stock gives.
+# zdinit guest: what a pmem operator does with ndctl (and the sysfs writes
+# of daxctl), sourced by scenario.sh.  The same operations as the
+# destructive tests of ndctl's own suite (many sub-section namespaces in
+# one region, namespace alignments, mode changes, device-dax handed to the
+# kmem driver and back), written for this guest: that suite's source is
+# not part of this project.  Each workflow ends in one "check
+# name=ndctl-... result=... outcome=..." line; the host requires the
+# series to give the outcome stock gives.  The series builds every range
+# with its first strategy (auto); "used" names what auto chose for the
+# last ZONE_DEVICE range of the workflow.
 #
 # Needs two NVDIMMs: region0 without labels (one raw namespace0.0), region1
 # with a label area.
@@ -116,6 +119,7 @@ nd_reconfigure() {
 	kmsg
 	before=$(nd_mem_total_kb)
 	to_ram=ok to_dax=ok io=ok
+	auto_online=$(cat $MEMDIR/auto_online_blocks)
 	echo online_movable > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
 	hp_mark
 	{ echo dax0.0 > /sys/bus/dax/drivers/device_dax/unbind &&
@@ -130,14 +134,14 @@ nd_reconfigure() {
 	  echo dax0.0 > /sys/bus/dax/drivers/kmem/remove_id &&
 	  echo dax0.0 > /sys/bus/dax/drivers/device_dax/bind; } || to_dax=failed
 	kmsg
-	echo offline > $MEMDIR/auto_online_blocks
+	echo "$auto_online" > $MEMDIR/auto_online_blocks
 	left_mb=$((($(nd_mem_total_kb) - before) >> 10))
 	nd_dax_roundtrip /dev/dax0.0 $ND_CHECK_BYTES 5 || io=failed
 	result=pass
 	[ $to_ram = ok ] && [ $to_dax = ok ] && [ $io = ok ] &&
 		[ $added_mb -gt 0 ] && [ $left_mb = 0 ] || result=fail
-	# The size is the namespace's less its memmap: the same on both
-	# kernels, so it belongs in the outcome.
+	# The memory added is the device's range cut to whole memory blocks:
+	# the same on both kernels, so it belongs in the outcome.
 	check ndctl-reconfigure $result strategy=- used=$(last_strategy) \
 		outcome=system-ram-$to_ram-$added_mb-MiB,devdax-$to_dax-io-$io,left-$left_mb-MiB
 }

@@ -42,6 +42,12 @@ def run_zdinit(cache, *args, **env):
     (["clear", "--size", "1536M"], "clear: size 1536M must be a non-zero "
      "multiple of the largest page size (1G)"),
     (["clear-check", "--size", "-1G"], "bad size '-1G'"),
+    # A base without the series a kernel needs is refused before anything
+    # is built (stock first would be a wasted build).
+    (["clear", "--base", "7.3"], "base 7.3 has no series for kernel "
+     "'clear': "),
+    (["build", "--base", "7.3", "base", "clear"], "base 7.3 has no series "
+     "for kernel 'clear': "),
     (["bench", "--size", "1X"], "bad size '1X'"),
     (["bench", "--size=-4G"], "bad size '-4G'"),
     (["bench", "--size", ""], "bad size ''"),

@@ -53,6 +53,23 @@ def test_every_clear_patch_builds():
     check_series("clear", BASE)
 
 
+# The series each base carries; the clear series is 6.12's alone so far.
+BASE_SERIES = {"6.12": ("zone-device", "clear"), "7.3": ("zone-device",)}
+
+
+def test_the_7_3_series_apply_and_pass_checkpatch():
+    """The series on Debian's 7.3.4; building each prefix there is in
+    make test-full."""
+    for name in BASE_SERIES["7.3"]:
+        check_series(name, bases.BASES["7.3"], build_each=False)
+
+
+@pytest.mark.full
+def test_every_7_3_patch_builds():
+    for name in BASE_SERIES["7.3"]:
+        check_series(name, bases.BASES["7.3"])
+
+
 def test_every_patch_applies_passes_checkpatch_and_builds():
     """The ZONE_DEVICE series on the pristine tree, every prefix built."""
     out = check_series("zone-device", BASE)

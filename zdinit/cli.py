@@ -71,6 +71,17 @@ def base_option(text):
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def require_series(variants, base):
+    """Before anything is locked, installed or built: every kernel the
+    command builds must have its patches in base's series (a stock kernel
+    built first would otherwise be wasted)."""
+    for variant in variants:
+        try:
+            build.variant_patches(variant, base)
+        except ZdinitError as err:
+            raise UsageError(str(err)) from None
+
+
 def prepare_target(variant, base, strategies, hotplug_strategies=None):
     """hotplug_strategies: what the patched kernel onlines with, each in
     turn (None: the kernel's choice, not touching the knob)."""
@@ -84,10 +95,11 @@ def prepare_target(variant, base, strategies, hotplug_strategies=None):
 
 
 def cmd_safety(args):
+    jobs = safety.FULL if args.full else safety.REDUCED
+    variants = sorted({v for job in jobs for v in job.kernels})
+    require_series(variants, args.base)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        jobs = safety.FULL if args.full else safety.REDUCED
-        variants = sorted({v for job in jobs for v in job.kernels})
         targets = {v: prepare_target(v, args.base,
                                      STRATEGIES if v in ("patched", "debug")
                                      else ("auto",))
@@ -109,6 +121,7 @@ def cmd_build(args):
     if len(set(args.variants)) < len(args.variants):
         raise UsageError("a kernel is given twice: "
                          + " ".join(args.variants))
+    require_series(args.variants, args.base)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.variants:
@@ -151,6 +164,7 @@ def validate_bench(args):
 
 def cmd_bench(args):
     specs = validate_bench(args)
+    require_series(args.kernels, args.base)
     bench.check_resources(specs)
     with cache.lock(args.command_line):
         deps.ensure_packages()
@@ -189,6 +203,7 @@ def clear_spec(args, kernels):
         raise UsageError("--rounds must be 1..100")
     spec = scenarios.plan_clear(args.pages, args.size,
                                 getattr(args, "loops", None), args.preempt)
+    require_series(kernels, args.base)
     clear.check_resources(spec, kernels)
     return spec
 
@@ -220,6 +235,7 @@ def cmd_clear_check(args):
 
 def cmd_selftest(args):
     specs = selftest.altmap_specs(args.size)
+    require_series(["patched"], args.base)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         target = prepare_target("patched", args.base, STRATEGIES)

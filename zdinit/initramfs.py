@@ -1,4 +1,4 @@
-"""Guest userspace: busybox, ndctl/daxctl with their libraries, our scripts."""
+"""Guest userspace: busybox, ndctl with its libraries, our scripts."""
 import os
 import pathlib
 import shutil
@@ -9,9 +9,9 @@ from zdinit import deps
 from zdinit.errors import ZdinitError
 
 GUEST = pathlib.Path(__file__).resolve().parent.parent / "guest"
-TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl", "daxctl": "daxctl",
+TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl",
          "mkfs.ext4": "e2fsprogs"}
-DYNAMIC = ("ndctl", "daxctl", "mkfs.ext4")
+DYNAMIC = ("ndctl", "mkfs.ext4")
 
 
 def shared_libraries(binary):

@@ -37,8 +37,9 @@ REDUCED = (
     Job("churn", ("base", "patched"), {"cycles": 50}),
     Job("odd-geometry", ("base", "patched"), {}, nvdimms=2, labels=True,
         verify=True),
-    # What an operator does with ndctl and daxctl (guest/ndctl.sh); the
-    # series must give each workflow the outcome stock gives.
+    # What an operator does with ndctl and the kmem driver
+    # (guest/ndctl.sh); the series must give each workflow the outcome
+    # stock gives.
     Job("ndctl-workflows", ("base", "patched"), {}, nvdimms=2, labels=True,
         verify=True),
     Job("devprivate-too-large", ("base", "patched"), {}),

@@ -97,6 +97,9 @@ def pristine_tree(base):
     cache.require_free_space(tree.parent, 2 << 30,
                              f"the {base.name} kernel source")
     tmp = tree.with_name(base.top + ".unpacking")
+    if tree.exists() or tmp.exists():
+        progress.say(f"base {base.name}: removing the tree of another "
+                     f"package or an unfinished unpack in {tree.parent}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.rmtree(tree, ignore_errors=True)
     tmp.mkdir(parents=True)
