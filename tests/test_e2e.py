@@ -77,7 +77,7 @@ def test_every_patch_applies_passes_checkpatch_and_builds():
     # KUnit suites, DEVICE_PRIVATE ranges included.
     assert "i386: compiled mm/mm_init.c with -Werror; not in its " in out
     assert ("arm64: built Image; KUnit zone_device_memmap, "
-            "memory_hotplug_contiguity: 54 tests: 54 passed, 0 failed, "
+            "memory_hotplug_contiguity: 56 tests: 56 passed, 0 failed, "
             "0 crashed, 0 skipped") in out
 
 
@@ -148,8 +148,8 @@ def test_auto_streams_only_a_large_altmap_memmap(small_bench):
 def test_memmap_equals_slow_path_byte_for_byte():
     out = zdinit("selftest", "--size", "4G").stdout
     assert "0 differ, 0 unchecked" in out
-    assert ("KUnit zone_device_memmap, memory_hotplug_contiguity: 54 tests: "
-            "54 passed, 0 failed, 0 crashed, 0 skipped") in out
+    assert ("KUnit zone_device_memmap, memory_hotplug_contiguity: 56 tests: "
+            "56 passed, 0 failed, 0 crashed, 0 skipped") in out
     # The check catches a fast path that leaves struct pages unwritten on
     # an altmap namespace still holding the slow path's.
     for mode in ("fsdax-dev", "devdax-dev2M"):
