@@ -84,7 +84,7 @@ def test_interrupted_unpack_leaves_no_stamp(base, monkeypatch):
     monkeypatch.setattr(source.subprocess, "run", interrupted_tar)
     with pytest.raises(KeyboardInterrupt):
         source.pristine_tree(base)
-    assert not stamp(cache.pristine_dir(base.top)).exists()
+    assert not stamp(cache.pristine_dir(base.package)).exists()
     monkeypatch.setattr(source.subprocess, "run", real_run)
     tree = source.pristine_tree(base)
     assert stamp(tree).exists()
@@ -114,7 +114,7 @@ def test_a_deb_that_does_not_match_its_pin_is_fetched_not_trusted(
                               "from http://127.0.0.1:9/debian nowhere failed")
     debs = cache.require_lock() / "debs"
     assert list(debs.iterdir()) == []
-    assert not cache.pristine_dir(base.top).exists()
+    assert not cache.pristine_dir(base.package).exists()
 
 
 def test_a_fetched_deb_with_another_checksum_is_refused(base, tmp_path,

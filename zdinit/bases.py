@@ -34,11 +34,6 @@ class Base:
         return f"./usr/src/{self.package}.tar.xz"
 
     @property
-    def top(self):
-        """The directory the tarball unpacks to."""
-        return self.package
-
-    @property
     def sources_line(self):
         return (f"deb [signed-by={DEBIAN_KEYRING}] {self.archive} "
                 f"{self.suite} main")

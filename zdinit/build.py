@@ -23,9 +23,15 @@ class Variant:
     fragments: tuple
     series: str = None          # None: stock; "": ZONE_DEVICE + onlining;
                                 # "clear": huge-page clearing
-    only: tuple = ()            # these patches of the series alone, in order
+    only: tuple = ()            # these patches of the series alone
     leave_out: tuple = ()       # the series without these
     extra: str = None           # tests/data/<extra>/linux-<base>.patch after
+
+    def selects(self, patch_subject):
+        """Whether the variant applies the series' patch of that subject."""
+        return (self.series is not None
+                and (not self.only or patch_subject in self.only)
+                and patch_subject not in self.leave_out)
 
 
 # Patches named by more than one variant.
@@ -84,15 +90,13 @@ def variant_patches(variant, base):
             raise ZdinitError(f"base {base.name} has no series for kernel "
                               f"'{variant}': {directory}/series is missing "
                               "or empty")
-        by_subject = {subject(p): p for p in patches}
+        subjects = {subject(p) for p in patches}
         for name in spec.only + spec.leave_out:
-            if name not in by_subject:
+            if name not in subjects:
                 raise ZdinitError(f"base {base.name}: kernel '{variant}' "
                                   f"names patch '{name}', which "
                                   f"{directory.name}/series lacks")
-        if spec.only:
-            patches = [by_subject[name] for name in spec.only]
-        patches = [p for p in patches if subject(p) not in spec.leave_out]
+        patches = [p for p in patches if spec.selects(subject(p))]
     if spec.extra:
         extra = TEST_DATA / spec.extra / f"linux-{base.name}.patch"
         if not extra.is_file():
@@ -122,7 +126,6 @@ class Kernel:
     module: pathlib.Path
     release: str
     build_s: float = 0.0
-    base: object = None         # the bases.Base it was built from
 
 
 def make_env():
@@ -269,8 +272,7 @@ def build(variant, base):
     name = work_name(variant, base)
     tree = source.variant_tree(name, patches, base)
     kernel = build_tree(name, tree, fragments)
-    kernel.variant = variant
-    kernel.base = base
+    kernel.variant = variant    # the name tables and logs use
     return kernel
 
 

@@ -22,9 +22,8 @@ def times_onlining(variant):
     if os.environ.get("ZDINIT_HOTPLUG_TIMING") == "0":
         return False
     spec = build.VARIANTS.get(variant)
-    return (spec is not None and spec.series == ""
-            and build.TIMING in (spec.only or (build.TIMING,))
-            and build.TIMING not in spec.leave_out)
+    return spec is not None and spec.series == "" and \
+        spec.selects(build.TIMING)
 
 
 def variant_label(step):

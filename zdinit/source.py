@@ -90,13 +90,13 @@ def fetch_deb(base):
 def pristine_tree(base):
     """base's tree, unpacked once from its checked .deb; a half-unpacked
     tree, or one from another .deb, is never used."""
-    tree = cache.pristine_dir(base.top)
+    tree = cache.pristine_dir(base.package)
     if _stamped(tree, base.sha256):
         return tree
     deb = fetch_deb(base)
     cache.require_free_space(tree.parent, 2 << 30,
                              f"the {base.name} kernel source")
-    tmp = tree.with_name(base.top + ".unpacking")
+    tmp = tree.with_name(base.package + ".unpacking")
     if tree.exists() or tmp.exists():
         progress.say(f"base {base.name}: removing the tree of another "
                      f"package or an unfinished unpack in {tree.parent}")
@@ -113,10 +113,10 @@ def pristine_tree(base):
                           f"{base.tarball_member}")
     subprocess.run(["tar", "xJf", "-", "-C", str(tmp)], input=member.stdout,
                    check=True)
-    top = tmp / base.top
+    top = tmp / base.package
     if not (top / "Makefile").exists():
         raise ZdinitError(f"base {base.name}: {deb} does not contain "
-                          f"{base.top}/Makefile")
+                          f"{base.package}/Makefile")
     top.rename(tree)
     tmp.rmdir()
     (tree / _STAMP).write_text(base.sha256 + "\n")
