@@ -41,7 +41,7 @@ BASE = bases.BASES["6.12"]
 
 def test_size_beyond_host_memory_is_refused_before_any_boot(tmp_path):
     """The guest needs the size plus its overhead: 1T never fits here."""
-    proc = run_zdinit(tmp_path, "clear", "--size", "1T")
+    proc = run_zdinit(tmp_path, "clear", "--base", "6.12", "--size", "1T")
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "use a smaller --size" in lines[0], proc.stderr

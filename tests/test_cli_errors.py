@@ -98,8 +98,8 @@ def test_usage_errors(tmp_path, args, message):
 
 @pytest.mark.parametrize("args", [
     ["bench", "--scenarios", "kmem", "--size", "1T"],
-    ["clear", "--pages", "2M", "--size", "64G"],
-    ["clear-check", "--pages", "2M", "--size", "64G"],
+    ["clear", "--base", "6.12", "--pages", "2M", "--size", "64G"],
+    ["clear-check", "--base", "6.12", "--pages", "2M", "--size", "64G"],
 ])
 def test_host_memory_is_checked_before_the_lock(tmp_path, monkeypatch,
                                                 capsys, args):

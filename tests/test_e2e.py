@@ -19,7 +19,8 @@ from zdinit.errors import ZdinitError
 
 pytestmark = pytest.mark.e2e
 G = 1 << 30
-BASE = bases.BASES["6.12"]
+# The base the clear tests run on.
+CLEAR_BASE = bases.BASES["6.12"]
 
 
 def zdinit(*args, timeout=3600, env=None):
@@ -41,49 +42,41 @@ def check_series(name, base, build_each=True):
     return out
 
 
-def test_every_clear_patch_applies_and_passes_checkpatch():
-    """The whole clear series is built (as the clear kernel) by the zero
-    read-back test; building each prefix, four more cold builds, is in
-    make test-full."""
-    check_series("clear", BASE, build_each=False)
-
-
-@pytest.mark.full
-def test_every_clear_patch_builds():
-    check_series("clear", BASE)
-
-
 # The series each base carries; the clear series is 6.12's alone so far.
 BASE_SERIES = {"6.12": ("zone-device", "clear"), "7.3": ("zone-device",)}
+# make test covers the default base fully (every prefix of every series
+# built, KUnit on x86-64 and arm64); the backport is applied and
+# checkpatch'd there, built whole and booted by the memmap self-test, and
+# each of its prefixes is built in make test-full.
+HOME = bases.DEFAULT
+BACKPORT = "6.12"
 
 
-def test_the_7_3_series_apply_and_pass_checkpatch():
-    """The series on Debian's 7.3.4; building each prefix there is in
-    make test-full."""
-    for name in BASE_SERIES["7.3"]:
-        check_series(name, bases.BASES["7.3"], build_each=False)
+def test_the_backport_series_apply_and_pass_checkpatch():
+    for name in BASE_SERIES[BACKPORT]:
+        check_series(name, bases.BASES[BACKPORT], build_each=False)
 
 
-@pytest.mark.full
-def test_every_7_3_patch_builds():
-    for name in BASE_SERIES["7.3"]:
-        check_series(name, bases.BASES["7.3"])
-
-
-def test_every_patch_applies_passes_checkpatch_and_builds():
-    """The ZONE_DEVICE series on the pristine tree, every prefix built."""
-    out = check_series("zone-device", BASE)
-    # The ZONE_DEVICE series on two more architectures; arm64 runs the
-    # KUnit suites, DEVICE_PRIVATE ranges included.
-    assert "i386: compiled mm/mm_init.c with -Werror; not in its " in out
-    assert ("arm64: built Image; KUnit zone_device_memmap, "
-            "memory_hotplug_contiguity: 56 tests: 56 passed, 0 failed, "
-            "0 crashed, 0 skipped") in out
+@pytest.mark.parametrize("base", [
+    HOME, pytest.param(BACKPORT, marks=pytest.mark.full)])
+def test_every_patch_applies_passes_checkpatch_and_builds(base):
+    """Every series of the base, every prefix built; the ZONE_DEVICE
+    series also on two more architectures, arm64 running the KUnit
+    suites, DEVICE_PRIVATE ranges included."""
+    for name in BASE_SERIES[base]:
+        out = check_series(name, bases.BASES[base])
+        if name == "zone-device":
+            assert "i386: compiled mm/mm_init.c with -Werror; not in its " \
+                in out, out
+            assert ("arm64: built Image; KUnit zone_device_memmap, "
+                    "memory_hotplug_contiguity: 56 tests: 56 passed, 0 "
+                    "failed, 0 crashed, 0 skipped") in out, out
 
 
 @pytest.fixture(scope="module")
 def small_bench():
-    zdinit("bench", "--size", "4G", "--n", "3", "--rounds", "1")
+    zdinit("bench", "--size", "4G", "--n", "3", "--rounds", "1",
+           "--strategies", "auto,slow,template,stream")
     latest = ROOT / "results" / "latest"
     return json.loads((latest / "results.json").read_text()), latest
 
@@ -101,7 +94,7 @@ def test_bench_covers_every_scenario_on_both_kernels(small_bench):
                 assert key + ("patched", strategy) in seen
     for r in results["runs"]:
         assert r["n"] == 3 and len(r["samples_ms"]) == 3
-        # Stock 6.12 counts whole jiffies: a 1G-aligned map=mem range of
+        # Stock kernels count whole jiffies: a 1G-aligned map=mem range of
         # 4G writes 512 struct pages and reads 0 ms there.
         assert r["median_ms"] > 0 or r["kernel"] == "base"
     assert (latest / "summary.md").exists() and (latest / "bench.png").exists()
@@ -121,7 +114,7 @@ def test_page_counts_follow_the_geometry(small_bench):
         else:
             assert pages == size_pages, r
         if r["kernel"] == "base":
-            assert written is None      # stock 6.12 does not report it
+            assert written is None      # stock does not report it
         elif r["scenario"] == "devdax-mem":
             per = 512 if r["align"] == "2M" else 262144
             assert written == pages // per * 128, r   # vmemmap tail reuse
@@ -145,8 +138,9 @@ def test_auto_streams_only_a_large_altmap_memmap(small_bench):
             assert r["threads"] == [1], r
 
 
-def test_memmap_equals_slow_path_byte_for_byte():
-    out = zdinit("selftest", "--size", "4G").stdout
+@pytest.mark.parametrize("base", [HOME, BACKPORT])
+def test_memmap_equals_slow_path_byte_for_byte(base):
+    out = zdinit("selftest", "--size", "4G", "--base", base).stdout
     assert "0 differ, 0 unchecked" in out
     assert ("KUnit zone_device_memmap, memory_hotplug_contiguity: 56 tests: "
             "56 passed, 0 failed, 0 crashed, 0 skipped") in out
@@ -175,7 +169,7 @@ def test_memmap_equals_slow_path_byte_for_byte():
 
 
 def test_guest_failure_reports_the_log_tail(tmp_path):
-    kernel = build.build("base", BASE)
+    kernel = build.build("base", bases.BASES[HOME])
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
     with pytest.raises(ZdinitError) as err:
         qemu.boot(kernel, initrd, {"scenario": "no-such-scenario"}, "tcg",
@@ -187,8 +181,9 @@ def test_guest_failure_reports_the_log_tail(tmp_path):
 
 
 def test_base_kernel_has_no_strategy_knob(tmp_path):
-    """Selecting a strategy on stock 6.12 fails cleanly, naming the cause."""
-    kernel = build.build("base", BASE)
+    """Selecting a strategy on a stock kernel fails cleanly, naming the
+    cause."""
+    kernel = build.build("base", bases.BASES[HOME])
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
     with qemu.SparseImage(2 * G, 64 << 20, "knob") as img:
         with pytest.raises(ZdinitError, match="no /sys/kernel/debug/zone_device_memmap"):
@@ -241,7 +236,8 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
     and preempt=full: fill, free, re-fault, every byte zero; the kernel's
     hugetlb/THP selftests under preempt=none pass and fail as stock 6.12's
     recorded outcomes (test-full boots stock to check the record)."""
-    out = zdinit("clear-check", "--size", "1G", "--rounds", "2").stdout
+    out = zdinit("clear-check", "--size", "1G", "--rounds", "2",
+                 "--base", CLEAR_BASE.name).stdout
     for preempt in ("none", "full"):
         for page in ("2M", "1G"):
             for method in ("cached", "stream"):
@@ -252,7 +248,8 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
             assert (f"clear-zero clear preempt=none init_on_alloc=1 "
                     f"init_on_free=1 {page} {method}: 2 rounds of {G} bytes "
                     f"read back zero") in out, out
-    lines = "\n".join(clear.check_selftests_against_record(["none"], BASE))
+    lines = "\n".join(clear.check_selftests_against_record(
+        ["none"], CLEAR_BASE))
     for name in initramfs.HUGE_SELFTESTS:
         assert f"selftest {name} preempt=none: exit" in lines, lines
 
@@ -262,8 +259,8 @@ def test_stock_selftest_record_is_what_stock_does():
     """Boot stock and the series on both models: the series matches stock,
     and stock still gives the outcomes make test compares against."""
     outcomes = clear.selftest_outcomes(["none", "full"],
-                                       ["clear-base", "clear"], BASE)
-    record = json.loads(clear.STOCK_SELFTESTS.read_text())[BASE.name]
+                                       ["clear-base", "clear"], CLEAR_BASE)
+    record = json.loads(clear.STOCK_SELFTESTS.read_text())[CLEAR_BASE.name]
     for model, outcome in outcomes.items():
         clear.same_selftest_outcomes(outcome, model)
         assert outcome["clear-base"] == record[model], (model, outcome)
@@ -273,13 +270,13 @@ def test_zero_check_catches_a_broken_clear():
     """The same check on a kernel that skips one page of the neighbourhood."""
     spec = scenarios.plan_clear(["2M"], "64M", preempt=["none"])
     with pytest.raises(ZdinitError, match="non-zero words in 2M pages"):
-        clear.check_zero(spec, 2, "clear-broken", BASE)
+        clear.check_zero(spec, 2, "clear-broken", CLEAR_BASE)
 
 
 @pytest.mark.full
 def test_clear_bench_covers_both_kernels_and_methods():
     zdinit("clear", "--size", "1G", "--loops", "2", "--rounds", "1",
-           "--preempt", "none")
+           "--preempt", "none", "--base", CLEAR_BASE.name)
     results = json.loads((ROOT / "results/latest/results.json").read_text())
     seen = {(r["page"], r["kernel"], r["method"]) for r in results["runs"]}
     for page in ("2M", "1G"):
@@ -307,6 +304,7 @@ def test_full_safety_checks_pass():
     ("clear-kmsan", ["--pages", "2M", "--size", "64M", "--preempt", "none"]),
 ])
 def test_cleared_pages_read_back_zero_on_debug_kernels(kernel, args):
-    out = zdinit("clear-check", "--kernel", kernel, *args).stdout
+    out = zdinit("clear-check", "--kernel", kernel, "--base", CLEAR_BASE.name,
+                 *args).stdout
     zero = [line for line in out.splitlines() if "read back zero" in line]
     assert zero and all(f"clear-zero {kernel} " in line for line in zero), out

@@ -109,3 +109,31 @@ def test_table_scripts_render_their_committed_runs(script):
                           text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("\n| ") >= 6
+
+
+def test_rows_are_compared_with_the_seed_method_on_their_own_kernel():
+    """auto is set against stream@1 of the same kernel and scenario, and
+    against stock; the seed method itself and stock get no seed ratio."""
+    from zdinit import bench, scenarios
+
+    def entry(samples_ms):
+        return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
+                "written": 8, "resolved": set(), "threads": set()}
+
+    samples = {
+        ("fsdax-dev", "", "base", "default"): entry([40.0] * 5),
+        ("fsdax-dev", "", "patched", "stream@1"): entry([20.0] * 5),
+        ("fsdax-dev", "", "patched", "auto"): entry([10.0] * 5),
+        ("fsdax-dev", "", "patched-memcpy", "auto"): entry([8.0] * 5),
+    }
+    specs = scenarios.plan(["fsdax-dev"], "4G", 5)
+    runs = {(r["kernel"], r["strategy"]): r
+            for r in bench.runs_table(samples, specs)}
+    assert runs[("patched", "auto")]["vs_seed"]["speedup"] == 2.0
+    assert runs[("patched", "auto")]["vs_base"]["speedup"] == 4.0
+    assert "vs_seed" not in runs[("patched", "stream@1")]
+    assert "vs_seed" not in runs[("base", "default")]
+    # No seed row on that kernel: nothing to compare with.
+    assert "vs_seed" not in runs[("patched-memcpy", "auto")]
+    row = report.rows([runs[("patched", "auto")]])[0]
+    assert row[-1].startswith("2.00x [2.00-2.00]")

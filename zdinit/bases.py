@@ -55,7 +55,7 @@ BASES = {b.name: b for b in (
          "trixie-backports",
          note="where upstream's multi-page clearing is merged"),
 )}
-DEFAULT = "6.12"
+DEFAULT = "7.3"
 
 
 def get(name):

@@ -165,7 +165,8 @@ def collect_memmap(samples, spec, run, kernel, first_round):
 
 
 def runs_table(samples, specs):
-    """results.json 'runs' records, plus speedups against the base kernel."""
+    """results.json 'runs' records, plus speedups against the base kernel
+    and, on the same kernel, against the seeds' method."""
     sizes = {s.scenario.name: s.size for s in specs}
     family = {s.scenario.name for s in specs if s.scenario.hotplug}
     runs = []
@@ -187,6 +188,10 @@ def runs_table(samples, specs):
                                               e["samples_ms"])
             if record["vs_base"] is None:
                 record["vs_base_note"] = "base below its 1 ms resolution"
+        seed = samples.get((scenario, align, kernel, scenarios.SEED_METHOD))
+        if seed and strategy != scenarios.SEED_METHOD and seed["samples_ms"]:
+            record["vs_seed"] = stats.speedup(seed["samples_ms"],
+                                              e["samples_ms"])
         runs.append(hotplug.split_record(record) if scenario in family
                     else record)
     return runs

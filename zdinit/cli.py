@@ -26,9 +26,9 @@ HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig")
 BENCH_KERNELS = KERNELS + ("patched-memcpy",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
-# The bench's default: every strategy with the kernel's own thread count,
-# and auto on one thread beside it.
-BENCH_STRATEGIES = ("auto", "auto@1", "slow", "template", "stream")
+# The bench's default: the seeds' method (template and streaming stores
+# everywhere, one thread) and the series' own choice of method and threads.
+BENCH_STRATEGIES = (scenarios.SEED_METHOD, "auto")
 
 
 def one_of(what, choices, text):
