@@ -3,7 +3,7 @@ to the hotplug kernels, and the guest's reports failing a run."""
 import pytest
 
 from conftest import ROOT
-from zdinit import bases, build, hotplug, parse, scenarios, source
+from zdinit import bases, build, hotplug, parse, scenarios
 from zdinit.errors import ZdinitError
 
 BASE = bases.BASES["7.3"]
@@ -40,16 +40,6 @@ def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():
         assert build.work_name(variant, BASE, contiguity=True) != \
             build.work_name(variant, BASE)
     assert (ROOT / "configs/contiguity.config").is_file()
-
-
-def test_the_counter_patch_replaces_patch_12_on_patch_11():
-    """Both alternatives sit on patch 0011 alone, so the kernels differ by
-    one patch each from hotplug-base."""
-    series = source.series(BASE.series_dir())
-    contig = build.variant_patches("hotplug-contig", BASE)
-    assert contig[-1] in series
-    assert build.COUNTER.format(base="7.3") in str(
-        build.variant_patches("hotplug-counter", BASE)[-1])
 
 
 def test_a_base_without_the_alternative_is_refused_in_one_line():
