@@ -100,7 +100,7 @@ hp_failed_online() {
 # each once per zone and round, in rotated order; "default" leaves the
 # knob alone.
 # With the contiguity check, each step is followed by the zones'
-# contiguity, and once a round onlining is made to fail.
+# contiguity, and once a round onlining into each zone is made to fail.
 hp_cycles() {
 	zone=$1
 	round=1
@@ -112,7 +112,9 @@ hp_cycles() {
 					/zdinit/zdonline offline $HP_BLOCKS
 				hp_contiguity "offline:$zone:$round"
 				if [ $failed = no ]; then
-					hp_failed_online "$next" $round
+					for failing in $HP_ZONES; do
+						hp_failed_online "$failing" $round
+					done
 					failed=yes
 				fi
 				set_strategy "$strategy"
