@@ -61,23 +61,66 @@ hp_info() {
 	emit "hotplug blocks=$(echo $HP_BLOCKS | wc -w) block_bytes=$((0x$bytes)) mom=$HP_MOM"
 }
 
+# With zdinit.contiguity=1 (a kernel with the contiguity check patch):
+# after step $1, every populated zone's contiguous flag and what a walk of
+# the zone finds now, one "contiguity" marker per zone.
+CONTIGUITY=/sys/kernel/debug/zone_contiguity
+hp_contiguity() {
+	[ "$(param contiguity 0)" = 1 ] || return 0
+	[ -r $CONTIGUITY ] || fail "kernel has no $CONTIGUITY"
+	lines=$(cat $CONTIGUITY) || fail "reading $CONTIGUITY"
+	echo "$lines" | while read -r line; do
+		emit "contiguity step=$1 $line"
+	done
+}
+
+# With the contiguity check, the added blocks being offline: online them
+# into zone $1 while module/zd_failonline.c refuses MEM_GOING_ONLINE, so
+# that online_pages() takes back every range it moved into the zone;
+# every block must fail, and be refused by the module.
+hp_failed_online() {
+	[ "$(param contiguity 0)" = 1 ] || return 0
+	insmod /zdinit/zd_failonline.ko || fail "insmod zd_failonline"
+	for block in $HP_BLOCKS; do
+		/zdinit/zdonline "$(hp_state $1)" $block >/dev/null 2>&1 &&
+			fail "block $block onlined although zd_failonline refused it"
+	done
+	refused=$(cat /sys/module/zd_failonline/parameters/refused)
+	rmmod zd_failonline || fail "rmmod zd_failonline"
+	[ "$refused" = "$(echo $HP_BLOCKS | wc -w)" ] ||
+		fail "zd_failonline refused $refused blocks, not all of $HP_BLOCKS"
+	kmsg
+	hp_contiguity "failed-online:$1:$2"
+}
+
 # Offline every added block, then online it into the next zone; the
 # rounds rotate the zones.  On a kernel with the template path for
 # onlining, zdinit.strategies names the memmap strategies to online with
 # (the ZONE_DEVICE knob, which onlining follows: auto, slow, template),
 # each once per zone and round, in rotated order; "default" leaves the
 # knob alone.
+# With the contiguity check, each step is followed by the zones'
+# contiguity, and once a round onlining into each zone is made to fail.
 hp_cycles() {
 	zone=$1
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
+		failed=no
 		for next in $HP_ZONES; do
 			for strategy in $(rotated $round); do
 				hp_step "phase=offline strategy=default zone=$zone mom=$HP_MOM iter=$round" \
 					/zdinit/zdonline offline $HP_BLOCKS
+				hp_contiguity "offline:$zone:$round"
+				if [ $failed = no ]; then
+					for failing in $HP_ZONES; do
+						hp_failed_online "$failing" $round
+					done
+					failed=yes
+				fi
 				set_strategy "$strategy"
 				hp_step "phase=online strategy=$strategy zone=$next mom=$HP_MOM iter=$round" \
 					/zdinit/zdonline "$(hp_state $next)" $HP_BLOCKS
+				hp_contiguity "online:$next:$round"
 				zone=$next
 			done
 		done
@@ -106,11 +149,14 @@ hp_kmem_bind() {
 kmem() {
 	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
 	hp_debug
+	hp_contiguity "boot"
 	hp_kmem_add
 	first=${HP_ZONES%% *}
 	set_strategy "${STRATEGIES%% *}"
+	hp_contiguity "added"
 	hp_step "phase=first strategy=${STRATEGIES%% *} zone=$first mom=$HP_MOM" \
 		/zdinit/zdonline "$(hp_state $first)" $HP_BLOCKS
+	hp_contiguity "first:$first"
 	hp_cycles "$first"
 	hp_report_verify
 }
@@ -218,8 +264,10 @@ virtio_mem() {
 	first=${HP_ZONES%% *}
 	hp_state "$first" > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
 	hp_mark
+	hp_contiguity "boot"
 	set_strategy "${STRATEGIES%% *}"
 	hp_step "phase=first strategy=${STRATEGIES%% *} zone=$first mom=$HP_MOM" hp_timed hp_plug
+	hp_contiguity "first:$first"
 	echo offline > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"
 	HP_BLOCKS=$(hp_new_blocks)
 	hp_info

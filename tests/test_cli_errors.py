@@ -48,6 +48,17 @@ def run_zdinit(cache, *args, **env):
      "'clear': "),
     (["build", "--base", "7.3", "base", "clear"], "base 7.3 has no series "
      "for kernel 'clear': "),
+    (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
+      "hotplug-base,hotplug-counter"], "kernel 'hotplug-counter' has no "
+     "patch for base 6.12 ("),
+    (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
+      "hotplug-base", "--contiguity"], "kernel 'hotplug-base' has no patch "
+     "for base 6.12 ("),
+    (["bench", "--base", "7.3", "--scenarios", "kmem", "--kernels",
+      "patched", "--contiguity"], "--contiguity checks the hotplug kernels "
+     "in kmem and virtio-mem, not patched"),
+    (["bench", "--base", "7.3", "--scenarios", "kmem,devdax-mem", "--kernels",
+      "hotplug-base", "--contiguity"], "not devdax-mem"),
     (["bench", "--size", "1X"], "bad size '1X'"),
     (["bench", "--size=-4G"], "bad size '-4G'"),
     (["bench", "--size", ""], "bad size ''"),

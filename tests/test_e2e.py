@@ -73,6 +73,18 @@ def test_every_patch_applies_passes_checkpatch_and_builds(base):
                     "failed, 0 crashed, 0 skipped") in out, out
 
 
+@pytest.mark.full
+def test_zone_contiguity_agrees_with_the_walk_on_the_7_3_hotplug_kernels():
+    """The check patch applies to and builds on hotplug-base, -contig and
+    -counter (three more kernel builds); every zone's flag after every
+    step, a failed online among them, is what the guest may expect of
+    that kernel."""
+    zdinit("bench", "--base", "7.3", "--kernels",
+           "hotplug-base,hotplug-contig,hotplug-counter", "--scenarios",
+           "kmem,virtio-mem", "--size", "1G", "--n", "1", "--rounds", "1",
+           "--contiguity")
+
+
 @pytest.fixture(scope="module")
 def small_bench():
     zdinit("bench", "--size", "4G", "--n", "3", "--rounds", "1",

@@ -95,10 +95,11 @@ def test_every_variant_selects_patches_on_every_base_with_its_series():
             if spec.series is not None and \
                     not source.series(base.series_dir(spec.series)):
                 continue
-            if spec.extra and not (build.TEST_DATA / spec.extra /
-                                   f"linux-{base.name}.patch").exists():
-                continue
-            build.variant_patches(name, base)
+            try:
+                build.variant_patches(name, base)
+            except ZdinitError as err:
+                # A patch outside the series may be there for some bases.
+                assert "has no patch for base" in str(err)
 
 
 def test_a_variant_naming_a_missing_patch_is_refused(monkeypatch):

@@ -15,11 +15,13 @@ MiB = 1 << 20
 class Target:
     """One kernel under test and the strategies it runs in each boot:
     strategies for ZONE_DEVICE scenarios, hotplug_strategies for the
-    hotplug family (patched: onlining follows the same knob)."""
+    hotplug family (patched: onlining follows the same knob); contiguity:
+    the kernel has the contiguity check, which the guest runs."""
     kernel: object
     initrd: pathlib.Path
     strategies: tuple
     hotplug_strategies: tuple = ("default",)
+    contiguity: bool = False
 
 
 def check_resources(specs):
@@ -49,6 +51,7 @@ def boot_params(spec, target, n, verify, aligns):
     if spec.scenario.zones:
         params["zones"] = ",".join(spec.scenario.zones)
         params["timing"] = int(hotplug.times_onlining(target.kernel.variant))
+        params["contiguity"] = int(target.contiguity)
     if verify:
         params["verify"] = 1
     return params
@@ -136,7 +139,9 @@ def boot_once(spec, target, r, rounds, share, cmdline, tag, accel, logs_dir,
         hotplug.check_run(dataclasses.replace(spec, n=share), run, label,
                           hotplug.times_onlining(name),
                           strategies=len(target.hotplug_strategies),
-                          verify=verify)
+                          verify=verify,
+                          contiguity=(hotplug.keeps_contiguity_exact(name)
+                                      if target.contiguity else None))
     else:
         check_run(spec, run, label, verify)
     return run

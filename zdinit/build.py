@@ -9,9 +9,9 @@ import subprocess
 from zdinit import cache, deps, kconfig, proc, progress, source
 from zdinit.errors import ZdinitError
 
-MODULE_SRC = pathlib.Path(__file__).resolve().parent.parent / "module"
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-TEST_DATA = pathlib.Path(__file__).resolve().parent.parent / "tests" / "data"
+MODULE_SRC = ROOT / "module"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +25,8 @@ class Variant:
                                 # "clear": huge-page clearing
     only: tuple = ()            # these patches of the series alone
     leave_out: tuple = ()       # the series without these
-    extra: str = None           # tests/data/<extra>/linux-<base>.patch after
+    extra: tuple = ()           # patch files after the series: paths from
+                                # the project's root, {base} the base's name
 
     def selects(self, patch_subject):
         """Whether the variant applies the series' patch of that subject."""
@@ -37,6 +38,12 @@ class Variant:
 # Patches named by more than one variant.
 TIMING = "mm-memory_hotplug-time-the-parts-of-online_pages-wit"
 CONTIGUITY = "mm-memory_hotplug-skip-zone-contiguity-walks-whose-r"
+# Patches outside the series: an alternative to one of its patches, and
+# the debugfs check of zone->contiguous against the walk (not for
+# merging), which with_contiguity_check() adds to a hotplug kernel.
+ALTERNATIVES = "patches/linux-{base}-alternatives"
+COUNTER = f"{ALTERNATIVES}/contiguity-counter.patch"
+CONTIGUITY_CHECK = f"{ALTERNATIVES}/contiguity-check.patch"
 
 VARIANTS = {
     "base": Variant(("zdinit",)),
@@ -54,6 +61,10 @@ VARIANTS = {
     "hotplug-base": Variant(("zdinit",), "", only=(TIMING,)),
     # hotplug-base plus the contiguity walk patch, to measure it alone.
     "hotplug-contig": Variant(("zdinit",), "", only=(TIMING, CONTIGUITY)),
+    # hotplug-base plus the alternative to the contiguity walk patch: the
+    # zone's contiguity from a count of its pages, kept exact.
+    "hotplug-counter": Variant(("zdinit",), "", only=(TIMING,),
+                               extra=(COUNTER,)),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": Variant(("zdinit", "trace", "series"), ""),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
@@ -64,7 +75,7 @@ VARIANTS = {
     # The clear series plus a deliberately broken folio_zero_user(), for
     # the test that the zero read-back check can fail.
     "clear-broken": Variant(("zdinit", "clear"), "clear",
-                            extra="clear-broken"),
+                            extra=("tests/data/clear-broken/linux-{base}.patch",)),
     # The clear series under KASAN, lockdep, DEBUG_VM and kmemleak.
     "clear-debug": Variant(("zdinit", "clear", "debug"), "clear"),
     # The clear series under KMSAN (built with clang).
@@ -77,10 +88,22 @@ def subject(patch):
     return patch.stem.split("-", 1)[1]
 
 
-def variant_patches(variant, base):
-    """The patch files variant applies to base, in order; one line why
-    not if the base lacks its series or one of the patches it names."""
+def with_contiguity_check(spec):
+    """spec plus the debugfs check of zone contiguity and its config."""
+    return dataclasses.replace(spec, fragments=spec.fragments + ("contiguity",),
+                               extra=spec.extra + (CONTIGUITY_CHECK,))
+
+
+def variant_spec(variant, contiguity=False):
     spec = VARIANTS[variant]
+    return with_contiguity_check(spec) if contiguity else spec
+
+
+def variant_patches(variant, base, contiguity=False):
+    """The patch files variant (with contiguity, plus the contiguity check)
+    applies to base, in order; one line why not if the base lacks its
+    series or one of the patches it names."""
+    spec = variant_spec(variant, contiguity)
     if spec.series is None:
         patches = []
     else:
@@ -97,8 +120,8 @@ def variant_patches(variant, base):
                                   f"names patch '{name}', which "
                                   f"{directory.name}/series lacks")
         patches = [p for p in patches if spec.selects(subject(p))]
-    if spec.extra:
-        extra = TEST_DATA / spec.extra / f"linux-{base.name}.patch"
+    for name in spec.extra:
+        extra = ROOT / name.format(base=base.name)
         if not extra.is_file():
             raise ZdinitError(f"kernel '{variant}' has no patch for base "
                               f"{base.name} ({extra} is missing)")
@@ -106,9 +129,10 @@ def variant_patches(variant, base):
     return patches
 
 
-def work_name(variant, base):
-    """The variant's directory under the cache's work/: one per base."""
-    return f"{base.name}/{variant}"
+def work_name(variant, base, contiguity=False):
+    """The variant's directory under the cache's work/: one per base, and
+    one more for the variant with the contiguity check."""
+    return f"{base.name}/{variant}" + ("+contiguity" if contiguity else "")
 
 
 # The KMSAN fragment; only clang can build it (KMSAN is a clang
@@ -123,7 +147,7 @@ class Kernel:
     tree: pathlib.Path
     out: pathlib.Path
     bzimage: pathlib.Path
-    module: pathlib.Path
+    modules: list               # the project's modules, built for it
     release: str
     build_s: float = 0.0
 
@@ -210,15 +234,16 @@ def configure(tree, out, fragments, env, arch=None):
     stamp.write_text(key + "\n")
 
 
-def build_module(tree, out, env, cc):
-    """Build module/ out of tree against this kernel, in its build dir."""
+def build_modules(tree, out, env, cc):
+    """Build module/ out of tree against this kernel, in its build dir;
+    the .ko files."""
     mdir = out / "zdinit-module"
     shutil.rmtree(mdir, ignore_errors=True)
     shutil.copytree(MODULE_SRC, mdir)
     proc.run_logged(["make", "-C", str(tree), f"O={out}", f"CC=ccache {cc}",
                      f"M={mdir}", "modules"], out / "module.log",
                     "module build", env=env)
-    return mdir / "zd_memremap.ko"
+    return sorted(mdir.glob("*.ko"))
 
 
 # In a build directory while a build runs there; removed only once the
@@ -252,24 +277,24 @@ def build_tree(name, tree, fragments, out=None):
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules", cc=cc),
                            out / "build.log", f"build {name}", env=env)
     progress.say(f"kernel '{name}' built in {took:.0f}s")
-    module = build_module(tree, out, env, cc)
+    modules = build_modules(tree, out, env, cc)
     release = subprocess.run(
         ["make", "-s", "-C", str(tree), f"O={out}", "kernelrelease"],
         capture_output=True, text=True, env=env).stdout.strip()
     building.unlink()
-    return Kernel(name, tree, out, out / "arch/x86/boot/bzImage", module,
+    return Kernel(name, tree, out, out / "arch/x86/boot/bzImage", modules,
                   release, took)
 
 
-def build(variant, base):
+def build(variant, base, contiguity=False):
     if variant not in VARIANTS:
         raise ValueError(variant)
-    fragments = list(VARIANTS[variant].fragments)
+    fragments = list(variant_spec(variant, contiguity).fragments)
     deps.require_tool("ccache", "ccache")
     if compiler(fragments) == "clang":
         deps.require_tool("clang", "clang")
-    patches = variant_patches(variant, base)
-    name = work_name(variant, base)
+    patches = variant_patches(variant, base, contiguity)
+    name = work_name(variant, base, contiguity)
     tree = source.variant_tree(name, patches, base)
     kernel = build_tree(name, tree, fragments)
     kernel.variant = variant    # the name tables and logs use

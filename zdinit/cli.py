@@ -19,8 +19,9 @@ from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
 # hotplug-base: stock plus the hotplug timing patch alone, for kmem and
-# virtio-mem; hotplug-contig: that plus the contiguity walk patch.
-HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig")
+# virtio-mem; hotplug-contig: that plus the contiguity walk patch;
+# hotplug-counter: that plus the alternative to it, the contiguity count.
+HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig", "hotplug-counter")
 # patched-memcpy: the series without patch 7 (the template copy from
 # registers), to measure that patch alone.
 BENCH_KERNELS = KERNELS + ("patched-memcpy",) + HOTPLUG_KERNELS
@@ -71,27 +72,29 @@ def base_option(text):
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def require_series(variants, base):
+def require_series(variants, base, contiguity=False):
     """Before anything is locked, installed or built: every kernel the
     command builds must have its patches in base's series (a stock kernel
     built first would otherwise be wasted)."""
     for variant in variants:
         try:
-            build.variant_patches(variant, base)
+            build.variant_patches(variant, base, contiguity)
         except ZdinitError as err:
             raise UsageError(str(err)) from None
 
 
-def prepare_target(variant, base, strategies, hotplug_strategies=None):
+def prepare_target(variant, base, strategies, hotplug_strategies=None,
+                   contiguity=False):
     """hotplug_strategies: what the patched kernel onlines with, each in
-    turn (None: the kernel's choice, not touching the knob)."""
-    kernel = build.build(variant, base)
+    turn (None: the kernel's choice, not touching the knob); contiguity:
+    build it with the contiguity check."""
+    kernel = build.build(variant, base, contiguity)
     initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
     stock = variant in ("base", *HOTPLUG_KERNELS)
     return bench.Target(kernel, initrd,
                         ("default",) if stock else tuple(strategies),
                         ("default",) if stock or not hotplug_strategies
-                        else tuple(hotplug_strategies))
+                        else tuple(hotplug_strategies), contiguity)
 
 
 def cmd_safety(args):
@@ -152,6 +155,12 @@ def validate_bench(args):
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
+    if args.contiguity:
+        other = ([k for k in args.kernels if k not in HOTPLUG_KERNELS]
+                 + [s.scenario.name for s in specs if not s.scenario.zones])
+        if other:
+            raise UsageError("--contiguity checks the hotplug kernels in "
+                             "kmem and virtio-mem, not " + ", ".join(other))
     hotplug_only = [k for k in args.kernels if k in HOTPLUG_KERNELS]
     if hotplug_only:
         other = [s.scenario.name for s in specs if not s.scenario.hotplug]
@@ -164,14 +173,14 @@ def validate_bench(args):
 
 def cmd_bench(args):
     specs = validate_bench(args)
-    require_series(args.kernels, args.base)
+    require_series(args.kernels, args.base, args.contiguity)
     bench.check_resources(specs)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         # Onlining follows --strategies only where it is given.
         targets = [prepare_target(k, args.base,
                                   args.strategies or BENCH_STRATEGIES,
-                                  args.strategies)
+                                  args.strategies, args.contiguity)
                    for k in args.kernels]
         accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
         progress.say(f"accelerator: {accel} ({why})")
@@ -378,6 +387,10 @@ def parser():
                    help="boots per kernel, alternating kernels (default 2)")
     r.add_argument("--verify", action="store_true",
                    help="compare every memmap with the slow path (patched)")
+    r.add_argument("--contiguity", action="store_true",
+                   help="build the hotplug kernels with the zone contiguity "
+                   "check and fail where a zone's flag contradicts a walk "
+                   "of it after a step (kmem, virtio-mem)")
     add_base_option(r)
     r.set_defaults(func=cmd_bench)
 

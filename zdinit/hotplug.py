@@ -26,6 +26,34 @@ def times_onlining(variant):
         spec.selects(build.TIMING)
 
 
+def keeps_contiguity_exact(variant):
+    """Whether the kernel variant's zone->contiguous must equal the walk's
+    answer after every step.  Elsewhere it may be clear where the walk
+    finds no hole: unpatched onlining walks before the range is online,
+    so it leaves the flag clear after every online."""
+    spec = build.VARIANTS.get(variant)
+    return spec is not None and build.COUNTER in spec.extra
+
+
+def contiguity_problem(run, exact):
+    """The first zone whose contiguous flag the walk contradicts, in one
+    line, or None.  A flag set where the walk finds a hole is always
+    wrong; one clear where it finds none only where exact."""
+    if not run.contiguity:
+        return "the guest reported no zone contiguity"
+    for line in run.contiguity:
+        try:
+            flag, walk = int(line["flag"]), int(line["walk"])
+            where = f"zone {line['zone']} of node {line['node']} after {line['step']}"
+        except (KeyError, ValueError):
+            return f"unreadable contiguity report {line}"
+        if flag and not walk:
+            return f"{where}: marked contiguous, the walk finds a hole"
+        if exact and walk and not flag:
+            return f"{where}: not marked contiguous, the walk finds no hole"
+    return None
+
+
 def variant_label(step):
     """'movable', 'normal mom' (memmap_on_memory), 'add mom', ..."""
     labels = step.labels
@@ -70,14 +98,21 @@ def step_metrics(step):
     return metrics
 
 
-def check_run(spec, run, label, timed, strategies=1, verify=False):
+def check_run(spec, run, label, timed, strategies=1, verify=False,
+              contiguity=None):
     """Every step reported its wall time; with timed, the kernel timed
     every block it onlined, and the pages add up to the blocks; each of
     the strategies onlined every zone spec.n times.  With verify, the
     kernel compared every memmap it built with the slow path, onlined
-    struct pages included, and found no difference (it fails closed)."""
+    struct pages included, and found no difference (it fails closed).
+    contiguity None: no contiguity check; else whether the check must find
+    the flag exact (see contiguity_problem)."""
     if run.splats:
         raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
+    if contiguity is not None:
+        problem = contiguity_problem(run, contiguity)
+        if problem:
+            raise ZdinitError(f"{label}: {problem}")
     if verify:
         problem = run.verify_problem()
         if not problem and not int(run.hotplug.get("hotplug_checked", 0)):

@@ -126,7 +126,8 @@ def build(kernel, dest):
         shutil.copy2(GUEST / "init", root / "init")
         for script in GUEST_SCRIPTS:
             shutil.copy2(GUEST / script, root / "zdinit" / script)
-        shutil.copy2(kernel.module, root / "zdinit/zd_memremap.ko")
+        for module in kernel.modules:
+            shutil.copy2(module, root / "zdinit" / module.name)
         for name, path in GUEST_MODULES.items():
             if not (kernel.out / path).exists():
                 raise ZdinitError(f"{kernel.out / path} missing: the kconfig "

@@ -88,6 +88,8 @@ class GuestRun:
     rc: int | None
     checks: list = dataclasses.field(default_factory=list)
     hotplug: dict = dataclasses.field(default_factory=dict)
+    # "@@zdinit contiguity step=... node=... zone=... flag=... walk=..."
+    contiguity: list = dataclasses.field(default_factory=list)
 
     def verify_problem(self):
         """Why the kernel's memmap check does not count as a pass, or None.
@@ -201,6 +203,8 @@ def parse(console):
             run.hotplug.update(_labels(rest))
         elif kind == "check":
             run.checks.append(_labels(rest))
+        elif kind == "contiguity":
+            run.contiguity.append(_labels(rest))
         elif kind == "verify":
             run.verify = {k: int(v) for k, v in _labels(rest).items()}
         elif kind == "end":

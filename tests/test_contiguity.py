@@ -1,0 +1,128 @@
+"""The zone contiguity check: the counter kernel, the check patch added
+to the hotplug kernels, and the guest's reports failing a run."""
+import pytest
+
+from conftest import ROOT
+from zdinit import bases, build, hotplug, parse, scenarios
+from zdinit.errors import ZdinitError
+
+BASE = bases.BASES["7.3"]
+ALTERNATIVES = ROOT / "patches/linux-7.3-alternatives"
+
+
+def console(*lines):
+    """A hotplug run's console: one step, then the contiguity markers."""
+    return "\n".join([
+        "@@zdinit start scenario=kmem",
+        "@@zdinit hotplug blocks=4 block_bytes=134217728 mom=N",
+        "@@zdinit begin phase=online strategy=default zone=movable mom=N iter=1",
+        "@@zdinit wall us=1000",
+        "@@zdinit done",
+        *(f"@@zdinit contiguity step={line}" for line in lines),
+        "@@zdinit end rc=0"])
+
+
+def test_hotplug_counter_is_hotplug_base_plus_the_counter_patch():
+    counter = build.variant_patches("hotplug-counter", BASE)
+    assert counter[:-1] == build.variant_patches("hotplug-base", BASE)
+    assert counter[-1] == ALTERNATIVES / "contiguity-counter.patch"
+    assert hotplug.times_onlining("hotplug-counter")
+
+
+def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():
+    for variant in ("hotplug-base", "hotplug-contig", "hotplug-counter"):
+        plain = build.variant_patches(variant, BASE)
+        checked = build.variant_patches(variant, BASE, contiguity=True)
+        assert checked == plain + [ALTERNATIVES / "contiguity-check.patch"]
+        assert build.variant_spec(variant, contiguity=True).fragments == \
+            build.VARIANTS[variant].fragments + ("contiguity",)
+        # Its own tree and build directory: the plain kernel stays built.
+        assert build.work_name(variant, BASE, contiguity=True) != \
+            build.work_name(variant, BASE)
+    assert (ROOT / "configs/contiguity.config").is_file()
+
+
+def test_a_base_without_the_alternative_is_refused_in_one_line():
+    with pytest.raises(ZdinitError, match=r"^kernel 'hotplug-counter' has no "
+                       r"patch for base 6\.12 \(.*contiguity-counter\.patch "
+                       r"is missing\)$"):
+        build.variant_patches("hotplug-counter", bases.BASES["6.12"])
+
+
+def test_only_the_counter_kernel_must_be_exact():
+    assert hotplug.keeps_contiguity_exact("hotplug-counter")
+    assert not hotplug.keeps_contiguity_exact("hotplug-base")
+    assert not hotplug.keeps_contiguity_exact("hotplug-contig")
+    assert not hotplug.keeps_contiguity_exact("no-such-kernel")
+
+
+def test_contiguity_markers_parse():
+    run = parse.parse(console(
+        "online:movable:1 node=0 zone=Movable flag=1 walk=1"))
+    assert run.contiguity == [{"step": "online:movable:1", "node": "0",
+                               "zone": "Movable", "flag": "1", "walk": "1"}]
+    assert len(run.steps) == 1
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_agreeing_zones_pass(exact):
+    run = parse.parse(console(
+        "boot node=0 zone=DMA32 flag=1 walk=1",
+        "offline:movable:1 node=0 zone=Normal flag=0 walk=0"))
+    assert hotplug.contiguity_problem(run, exact) is None
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_flag_set_over_a_hole_always_fails(exact):
+    run = parse.parse(console(
+        "boot node=0 zone=DMA32 flag=1 walk=1",
+        "failed-online:movable:1 node=0 zone=Movable flag=1 walk=0"))
+    assert hotplug.contiguity_problem(run, exact) == (
+        "zone Movable of node 0 after failed-online:movable:1: marked "
+        "contiguous, the walk finds a hole")
+
+
+def test_a_stale_clear_flag_fails_the_exact_kernel_only():
+    """Unpatched onlining leaves the flag clear where the walk, once the
+    range is online, finds no hole: allowed there, not for the counter."""
+    run = parse.parse(console(
+        "online:movable:1 node=0 zone=Movable flag=0 walk=1"))
+    assert hotplug.contiguity_problem(run, exact=False) is None
+    assert hotplug.contiguity_problem(run, exact=True) == (
+        "zone Movable of node 0 after online:movable:1: not marked "
+        "contiguous, the walk finds no hole")
+
+
+def test_no_report_fails():
+    assert hotplug.contiguity_problem(parse.parse(console()), False) == \
+        "the guest reported no zone contiguity"
+
+
+def test_check_run_fails_in_one_line_naming_zone_and_step():
+    spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
+    run = parse.parse(console(
+        "offline:normal:1 node=0 zone=Normal flag=0 walk=1"))
+    with pytest.raises(ZdinitError, match=r"^kmem hotplug-counter: zone "
+                       r"Normal of node 0 after offline:normal:1: not "
+                       r"marked contiguous, the walk finds no hole$"):
+        hotplug.check_run(spec, run, "kmem hotplug-counter", timed=False,
+                          contiguity=True)
+
+
+def test_boot_params_ask_the_guest_for_the_check():
+    import types
+    from zdinit import bench
+    spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
+    kernel = types.SimpleNamespace(variant="hotplug-counter")
+    for contiguity in (False, True):
+        target = bench.Target(kernel, None, ("default",),
+                              contiguity=contiguity)
+        params = bench.boot_params(spec, target, 1, False, spec.aligns)
+        assert params["contiguity"] == int(contiguity)
+
+
+def test_the_guest_runs_the_failing_notifier_module():
+    """module/ builds it, the initramfs carries every module built, and
+    the guest loads it by that name."""
+    assert "zd_failonline.o" in (ROOT / "module/Kbuild").read_text()
+    assert "/zdinit/zd_failonline.ko" in (ROOT / "guest/hotplug.sh").read_text()
