@@ -49,6 +49,7 @@ def make_deb(tmp_path, base_name, hello, release="1"):
 def fake_base(deb, sha256):
     """A base whose .deb is already in the cache (nothing is fetched)."""
     base = bases.Base("9.9", "linux-source-9.9", "1", sha256, "nowhere",
+                      ("full",), ("full",),
                       archive="http://127.0.0.1:9/debian")
     debs = cache.require_lock() / "debs"
     debs.mkdir(exist_ok=True)

@@ -126,6 +126,7 @@ class Kernel:
     module: pathlib.Path
     release: str
     build_s: float = 0.0
+    base: object = None         # the bases.Base it was made from
 
 
 def make_env():
@@ -274,6 +275,7 @@ def build(variant, base):
     tree = source.variant_tree(name, patches, base)
     kernel = build_tree(name, tree, fragments, base)
     kernel.variant = variant    # the name tables and logs use
+    kernel.base = base
     return kernel
 
 

@@ -100,8 +100,9 @@ def build_guest_tool(tool, libs, dest):
                           f"{proc.stderr.strip()[-300:]}")
 
 
-def build(kernel, dest):
-    """Write a gzip'd newc cpio for kernel to dest, atomically."""
+def build(kernel, dest, tools=None):
+    """Write a gzip'd newc cpio for kernel to dest, atomically.  tools:
+    {name: path} of static binaries built elsewhere, put in /zdinit."""
     binaries = {name: deps.require_tool(name, pkg) for name, pkg in TOOLS.items()}
     with tempfile.TemporaryDirectory(prefix="zdinit-initramfs-") as tmp:
         root = pathlib.Path(tmp) / "root"
@@ -126,6 +127,8 @@ def build(kernel, dest):
             shutil.copy2(kernel.out / path, root / "zdinit" / name)
         for tool, libs in GUEST_TOOLS.items():
             build_guest_tool(tool, libs, root / "zdinit" / tool)
+        for tool, path in (tools or {}).items():
+            shutil.copy2(path, root / "zdinit" / tool)
         add_kernel_selftests(kernel, root)
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)
