@@ -18,6 +18,7 @@
 #include <linux/mm.h>
 #include <linux/module.h>
 #include <linux/string.h>
+#include <linux/version.h>
 
 static char *type = "private";
 module_param(type, charp, 0444);
@@ -43,9 +44,20 @@ static unsigned int iterations = 1;
 module_param(iterations, uint, 0444);
 MODULE_PARM_DESC(iterations, "memremap_pages()/memunmap_pages() cycles");
 
+/*
+ * Nothing to give back: the range has no device memory behind it.  Of the
+ * bases zdinit builds, 6.12 frees a page (page_free) and 7.3 a folio
+ * (folio_free).
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(7, 0, 0)
+static void zd_page_free(struct folio *folio)
+{
+}
+#else
 static void zd_page_free(struct page *page)
 {
 }
+#endif
 
 static vm_fault_t zd_migrate_to_ram(struct vm_fault *vmf)
 {
@@ -53,7 +65,11 @@ static vm_fault_t zd_migrate_to_ram(struct vm_fault *vmf)
 }
 
 static const struct dev_pagemap_ops zd_private_ops = {
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(7, 0, 0)
+	.folio_free = zd_page_free,
+#else
 	.page_free = zd_page_free,
+#endif
 	.migrate_to_ram = zd_migrate_to_ram,
 };
 
