@@ -299,8 +299,11 @@ def test_kmsan_kernels_build_with_clang():
 
 def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
     record = json.loads(clear.STOCK_SELFTESTS.read_text())["6.12"]
+    names = tuple(record["none"])
     for model in ("none", "full"):
-        assert sorted(record[model]) == sorted(initramfs.HUGE_SELFTESTS)
+        assert sorted(record[model]) == sorted(names)
+        assert set(names) <= set(initramfs.HUGE_SELFTESTS)
+    monkeypatch.setattr(clear, "base_selftests", lambda base: names)
     live = {"none": {"clear": json.loads(json.dumps(record["none"]))}}
     booted = []
 
@@ -309,10 +312,10 @@ def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
         return live
     monkeypatch.setattr(clear, "selftest_outcomes", outcomes)
     lines = clear.check_selftests_against_record(["none"], BASE)
-    assert len(lines) == len(initramfs.HUGE_SELFTESTS)
+    assert len(lines) == len(names)
     assert booted == ["clear"]     # stock is not built or booted
     # One test failing where stock passed, or the reverse, is an error.
-    name = initramfs.HUGE_SELFTESTS[0]
+    name = names[0]
     live["none"]["clear"][name][0] = "1" if record["none"][name][0] == "0" else "0"
     with pytest.raises(ZdinitError, match=f"selftest {name} preempt=none"):
         clear.check_selftests_against_record(["none"], BASE)
@@ -320,8 +323,8 @@ def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
         clear.check_selftests_against_record(["voluntary"], BASE)
     # A selftest the record does not have is refused before any boot.
     booted.clear()
-    monkeypatch.setattr(initramfs, "HUGE_SELFTESTS",
-                        initramfs.HUGE_SELFTESTS + ("new_test",))
+    monkeypatch.setattr(clear, "base_selftests",
+                        lambda base: names + ("new_test",))
     with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=none"):
         clear.check_selftests_against_record(["none"], BASE)
     assert booted == []
@@ -347,6 +350,25 @@ def test_record_stock_needs_selftests(tmp_path):
     proc = run_zdinit(tmp_path, "clear-check", "--record-stock")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().endswith("--record-stock needs --selftests")
+
+
+def test_a_kernel_runs_the_selftests_its_tree_has(tmp_path):
+    """7.3 renamed hugepage-mmap and hugepage-mremap (hugetlb-*)."""
+    mm = tmp_path / "tools/testing/selftests/mm"
+    mm.mkdir(parents=True)
+    for name in ("cow", "hugetlb-mmap", "hugetlb-mremap", "other"):
+        (mm / f"{name}.c").write_text("")
+    assert initramfs.huge_selftests(tmp_path) == (
+        "hugetlb-mmap", "hugetlb-mremap", "cow")
+
+
+def test_a_selftest_only_one_kernel_ran_is_an_error():
+    same = {"cow": ("0", "pass:1", "")}
+    with pytest.raises(ZdinitError, match="selftest gup preempt=full: "
+                       "clear .* differs from clear-base None"):
+        clear.same_selftest_outcomes(
+            {"clear-base": same, "clear": dict(same, gup=("0", "", ""))},
+            "full")
 
 
 def test_a_selftest_that_differs_from_stock_is_an_error():

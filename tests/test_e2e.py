@@ -254,7 +254,7 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
                     f"init_on_free=1 {page} {method}: 2 rounds of {G} bytes "
                     f"read back zero") in out, out
     lines = "\n".join(clear.check_selftests_against_record(["none"], BASE))
-    for name in initramfs.HUGE_SELFTESTS:
+    for name in clear.base_selftests(BASE):
         assert f"selftest {name} preempt=none: exit" in lines, lines
 
 
@@ -313,7 +313,7 @@ def test_7_3_selftests_match_the_stock_record():
     stock 7.3's recorded outcomes, on both of its models."""
     lines = "\n".join(clear.check_selftests_against_record(
         ["lazy", "full"], bases.BASES["7.3"]))
-    for name in initramfs.HUGE_SELFTESTS:
+    for name in clear.base_selftests(bases.BASES["7.3"]):
         assert f"selftest {name} preempt=lazy: exit" in lines, lines
 
 

@@ -14,7 +14,7 @@ import pathlib
 import re
 
 from zdinit import (bench, build, initramfs, parse, perf, progress, qemu,
-                    report, scenarios, stats)
+                    report, scenarios, source, stats)
 from zdinit.errors import ZdinitError
 
 KERNELS = ("clear-base", "clear")
@@ -413,17 +413,17 @@ def selftest_outcomes(preempt, kernels, base):
     spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt,
                                 on_bases=[base])
     targets, accel, _ = prepare(spec, [(base, k) for k in kernels])
-    names = ",".join(initramfs.HUGE_SELFTESTS)
     outcomes = {}
     for preempt in spec.models(base):
         for target in targets:
             variant = target.kernel.variant
+            names = initramfs.huge_selftests(target.kernel.tree)
             label = f"clear-selftests {variant} preempt={preempt}"
             run = boot(target, spec, "clear-selftests", preempt, accel, None,
-                       label, extra={"selftests": names})
+                       label, extra={"selftests": ",".join(names)})
             outcome = {t["name"]: [t["rc"], t["totals"], t["failed"]]
                        for t in run.selftests}
-            if sorted(outcome) != sorted(initramfs.HUGE_SELFTESTS):
+            if sorted(outcome) != sorted(names):
                 raise ZdinitError(f"{label}: ran {sorted(outcome)}")
             outcomes.setdefault(preempt, {})[variant] = outcome
     return outcomes
@@ -453,8 +453,9 @@ def check_selftests_against_record(preempt, base, kernel="clear"):
     """Like check_selftests(), with stock's outcomes on base from
     STOCK_SELFTESTS."""
     stock = json.loads(STOCK_SELFTESTS.read_text()).get(base.name, {})
+    names = base_selftests(base)
     for model in preempt:
-        if sorted(stock.get(model, {})) != sorted(initramfs.HUGE_SELFTESTS):
+        if sorted(stock.get(model, {})) != sorted(names):
             raise ZdinitError(
                 f"{STOCK_SELFTESTS.name} does not record every selftest for "
                 f"base {base.name} preempt={model}; record them with "
@@ -467,18 +468,24 @@ def check_selftests_against_record(preempt, base, kernel="clear"):
                 model)]
 
 
+def base_selftests(base):
+    """The hugetlb and THP selftests base's tree has."""
+    return initramfs.huge_selftests(source.pristine_tree(base))
+
+
 def same_selftest_outcomes(outcome, preempt):
     """outcome: {kernel: {test: [exit, totals, failed]}}, stock first.
     Every kernel must match the first; one line per test when they do."""
     (stock, base), *others = outcome.items()
     for kernel, other in others:
-        for name in initramfs.HUGE_SELFTESTS:
-            if other[name] != base[name]:
+        for name in sorted(set(base) | set(other)):
+            if other.get(name) != base.get(name):
                 raise ZdinitError(
                     f"selftest {name} preempt={preempt}: {kernel} "
-                    f"{other[name]} differs from {stock} {base[name]}")
+                    f"{other.get(name)} differs from {stock} "
+                    f"{base.get(name)}")
     lines = []
-    for name in initramfs.HUGE_SELFTESTS:
+    for name in base:
         rc, totals, failed = base[name]
         lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
                      f"{totals}{', failed ' + failed if failed else ''}"
