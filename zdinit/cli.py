@@ -440,7 +440,7 @@ def parser():
                     + ", ".join(clear.CHECK_KERNELS))
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
-                    "6.12 vs the series (about 3 minutes a boot under TCG)")
+                    "vs the series on the base (about 3 minutes a boot under TCG)")
     cc.add_argument("--record-stock", action="store_true",
                     help="with --selftests: write stock's outcomes to "
                     "zdinit/stock-selftests.json, which make test compares "
