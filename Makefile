@@ -24,7 +24,9 @@ bench:
 # applied and checkpatch'd, the series built, the zero read-back (also
 # against a deliberately broken kernel) and the kernel's hugetlb/THP
 # selftests under preempt=none against stock 6.12's recorded outcomes
-# (zdinit/stock-selftests.json).
+# (zdinit/stock-selftests.json); on 7.3 the clear series applied and
+# checkpatch'd, its zero read-back under preempt=lazy and full, and the
+# check failing on 7.3's broken kernel.
 test:
 	$(ZDINIT) test
 
@@ -34,7 +36,9 @@ test:
 # KASAN/lockdep/kmemleak kernels (two more kernel builds), the zero
 # read-back on the clear series' KASAN/lockdep kernel (one more build)
 # and, for 2M THP under preempt=none, on its KMSAN kernel (a clang build;
-# three times the guest memory).
+# three times the guest memory); on 7.3 each clear prefix built, the
+# selftests against stock 7.3's record, and one clear run of stock 6.12,
+# stock 7.3 and the series on 7.3 with perf bench mem mmap.
 test-full:
 	$(ZDINIT) test --full
 

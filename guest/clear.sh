@@ -1,5 +1,6 @@
-# The clear family (issue 9), sourced by scenario.sh: demand-fault clearing
-# of 2M THP and 1G hugetlb pages with guest/zdclear.c.  Methods are the
+# The clear family, sourced by scenario.sh: demand-fault clearing of 2M
+# THP and 1G hugetlb pages with guest/zdclear.c, and of 2M and 1G hugetlb
+# pages with 'perf bench mem mmap'.  Methods are the
 # clearing paths of one kernel, interleaved loop by loop like the rebind
 # strategies: "default" (a kernel without the switch), "cached" (the
 # streaming clear switched off: stream=never) and "stream" (every run of a
@@ -31,11 +32,18 @@ clear_report_rule() {
 	emit "clear-rule stream=$(cat $CLEAR_KNOBS/stream) stream_min_kb=$(cat $CLEAR_KNOBS/stream_min_kb) preempt=$(clear_preempt)"
 }
 
+# The model the kernel runs, which is not always the preempt= asked for: a
+# model the kernel does not have is refused at boot ("Dynamic Preempt:
+# unsupported mode: none") and the configured one runs.  Read from the line
+# the kernel logs when it sets the model: 6.12 has
+# /sys/kernel/debug/sched/preempt only with SCHED_DEBUG, which would pull
+# DEBUG_KERNEL into the stock kernel's configuration.
 clear_preempt() {
-	for word in $(cat /proc/cmdline); do
-		case "$word" in preempt=*) echo "${word#preempt=}"; return ;; esac
-	done
-	echo default
+	dmesg | sed -n 's/.*Dynamic Preempt: \([a-z]*\)$/\1/p' | tail -n 1
+}
+
+clear_report_preempt() {
+	emit "clear-preempt model=$(clear_preempt)"
 }
 
 # The 1G pool was reserved on the command line; it must be complete.
@@ -97,14 +105,44 @@ clear_pages_in_order() {
 	done
 }
 
+# perf bench mem mmap maps hugetlb pages (MAP_HUGETLB), never THP, so 2M
+# pages need a pool of the size, given back before the THP runs.
+reserve_2m() {
+	want=$(($1 >> 21))
+	echo $want > /proc/sys/vm/nr_hugepages
+	have=$(cat /proc/sys/vm/nr_hugepages)
+	[ "$have" -ge "$want" ] ||
+		fail "only $have of $want 2M hugetlb pages could be reserved"
+}
+
+# One mapping of the size per function, its rate in bytes per second
+# (--format=simple prints it alone on the last line).
+clear_perf_step() {
+	for function in demand populate; do
+		out=$(/zdinit/perf bench --format=simple mem mmap -p ${page}B \
+			-f $function -s $SIZE -l 1 2>&1)
+		rc=$?
+		rate=$(echo "$out" | tail -n 1)
+		case "$rc $rate" in
+		"0 "[0-9]*) ;;
+		*) echo "$out"; fail "perf bench mem mmap -p ${page}B -f $function -s $SIZE failed (exit $rc)" ;;
+		esac
+		emit "clear perf page=$page function=$function bytes_per_s=${rate%%.*} method=$strategy"
+	done
+}
+
 clear_bench_page() {
 	each_round clear_bench_step
+	[ $page = 2M ] && reserve_2m $SIZE
+	each_round clear_perf_step
+	[ $page = 2M ] && reserve_2m 0
 	# Both tasks on CPU 0: once per method.
 	each_method clear_latency_step
 }
 
 clear_bench() {
 	SET_METHOD=set_clear_method
+	clear_report_preempt
 	clear_report_rule
 	clear_pages_in_order clear_bench_page
 }
@@ -114,6 +152,7 @@ clear_zero_step() {
 }
 
 clear_zero() {
+	clear_report_preempt
 	clear_report_rule
 	clear_pages_in_order each_method clear_zero_step
 }
@@ -122,6 +161,7 @@ clear_zero() {
 # tree), each run once with its exit status and ksft totals, on 2M hugetlb
 # pages reserved here (the slow 1G pool is released first).
 clear_selftests() {
+	clear_report_preempt
 	release_gigantic
 	echo "$(param hugetlb_2m 300)" > /proc/sys/vm/nr_hugepages ||
 		fail "cannot reserve 2M hugetlb pages"

@@ -49,6 +49,7 @@ def make_deb(tmp_path, base_name, hello, release="1"):
 def fake_base(deb, sha256):
     """A base whose .deb is already in the cache (nothing is fetched)."""
     base = bases.Base("9.9", "linux-source-9.9", "1", sha256, "nowhere",
+                      ("full",), ("full",),
                       archive="http://127.0.0.1:9/debian")
     debs = cache.require_lock() / "debs"
     debs.mkdir(exist_ok=True)
@@ -194,7 +195,7 @@ def fake_kbuild(out, interrupt_at=None):
             (out / "half-written.o").write_text("")
             raise KeyboardInterrupt
         if label == "olddefconfig":
-            wanted = kconfig.requested(kconfig.fragment_paths(["zdinit"]))
+            wanted = kconfig.requested(kconfig.fragment_paths(["zdinit"], bases.get("6.12")))
             (out / ".config").write_text("".join(
                 f"# {k} is not set\n" if v == "n" else f"{k}={v}\n"
                 for k, v in wanted.items()))
@@ -211,13 +212,15 @@ def test_interrupted_build_is_not_trusted(tmp_path, monkeypatch, step):
     monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out, step))
     with cache.lock("pytest scratch cache"):
         with pytest.raises(KeyboardInterrupt):
-            build.build_tree("base", tree, ["zdinit"], out=out)
+            build.build_tree("base", tree, ["zdinit"], bases.get("6.12"),
+                             out=out)
         assert (out / build._BUILDING).exists()
         if step == "olddefconfig":
             assert not (out / ".zdinit-config").exists()
 
         monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out))
-        build.build_tree("base", tree, ["zdinit"], out=out)
+        build.build_tree("base", tree, ["zdinit"], bases.get("6.12"),
+                         out=out)
     assert not (out / build._BUILDING).exists()
     assert not (out / "half-written.o").exists()
     assert (out / ".zdinit-config").exists()

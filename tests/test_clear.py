@@ -19,7 +19,23 @@ M = 1 << 20
     (["clear", "--size", "3M", "--pages", "2M"], "non-zero multiple of the largest page size (2M)"),
     (["clear", "--size", "3G", "--pages", "2M,1G", "--loops", "0"], "--loops must be 1..1000"),
     (["clear", "--size", "1536M"], "multiple of the largest page size (1G)"),
-    (["clear", "--preempt", "none,lazy"], "unknown preemption model 'lazy'"),
+    (["clear", "--preempt", "none,rt"], "unknown preemption model 'rt'; "
+     "choose from none, voluntary, full, lazy"),
+    # Models per base: 7.3's x86 boots with full and lazy alone, 6.12's
+    # has no lazy.
+    (["clear", "--base", "6.12", "--preempt", "none,lazy"],
+     "preemption model 'lazy' is not "
+     "available on base 6.12; its x86 kernel boots with none, voluntary, "
+     "full"),
+    (["clear", "--base", "7.3", "--preempt", "none"], "preemption model "
+     "'none' is not available on base 7.3; its x86 kernel boots with full, "
+     "lazy"),
+    (["clear", "--base", "6.12,7.3", "--preempt", "voluntary"],
+     "preemption model 'voluntary' is not available on base 7.3"),
+    (["clear-check", "--base", "7.3", "--preempt", "full,none"],
+     "preemption model 'none' is not available on base 7.3"),
+    (["clear", "--base", "6.12,6.12"], "kernel base '6.12' given twice"),
+    (["clear", "--base", "6.12,8.1"], "unknown kernel base '8.1'"),
     (["clear", "--pages", "2M,2M"], "page size '2M' given twice"),
     (["clear", "--kernels", "clear,patched"], "unknown kernel 'patched'"),
     (["clear", "--rounds", "0"], "--rounds must be 1..100"),
@@ -48,9 +64,17 @@ def test_size_beyond_host_memory_is_refused_before_any_boot(tmp_path):
 
 
 def test_plan_defaults_and_kernel_command_line():
-    spec = scenarios.plan_clear()
+    spec = scenarios.plan_clear(on_bases=[BASE])
     assert spec.pages == ("2M", "1G") and spec.size == 8 * G
-    assert spec.preempt == ("none", "full") and spec.loops == 5
+    assert spec.models(BASE) == ("none", "full") and spec.loops == 5
+    # Without bases given: the default base's models.
+    assert scenarios.plan_clear().preempt == {bases.DEFAULT: ("lazy", "full")}
+    # Each base its own default models; given models apply to every base.
+    both = [BASE, bases.BASES["7.3"]]
+    assert scenarios.plan_clear(on_bases=both).preempt == {
+        "6.12": ("none", "full"), "7.3": ("lazy", "full")}
+    assert scenarios.plan_clear(preempt=["full"], on_bases=both).preempt == {
+        "6.12": ("full",), "7.3": ("full",)}
     assert spec.cmdline("none") == ["preempt=none", "hugepagesz=1G",
                                     "hugepages=8"]
     assert scenarios.plan_clear(["2M"], "64M").cmdline("full") == ["preempt=full"]
@@ -66,14 +90,14 @@ def test_plan_defaults_and_kernel_command_line():
 def test_one_g_pages_need_the_cpu_flag_under_kvm(monkeypatch):
     monkeypatch.setattr(clear, "host_has_1g_pages", lambda: False)
     monkeypatch.setattr(clear.build, "build", lambda v, b: type("K", (), {
-        "variant": v, "out": ROOT})())
-    monkeypatch.setattr(clear.initramfs, "build", lambda k, d: d)
+        "variant": v, "base": b, "out": ROOT})())
+    monkeypatch.setattr(clear.initramfs, "build", lambda k, d, t: d)
     monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("kvm", "test"))
     with pytest.raises(ZdinitError, match="no pdpe1gb"):
-        clear.prepare(scenarios.plan_clear(["1G"], "1G"), ["clear"], BASE)
+        clear.prepare(scenarios.plan_clear(["1G"], "1G"), [(BASE, "clear")])
     monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("tcg", "test"))
     targets, accel, _ = clear.prepare(scenarios.plan_clear(["1G"], "1G"),
-                                      ["clear"], BASE)
+                                      [(BASE, "clear")])
     assert accel == "tcg" and targets[0].strategies == ("cached", "stream")
 
 
@@ -88,25 +112,57 @@ def test_parse_a_real_guest_log():
         {(p, m) for p in pages for m in methods}
 
 
+def entry(gbps, latency=(), demand=(), populate=()):
+    return {"gbps": list(gbps), "latency": list(latency), "rule": None,
+            "perf": {"demand": list(demand), "populate": list(populate)}}
+
+
 def test_runs_table_speedup_is_rate_over_rate():
     spec = scenarios.plan_clear(["2M"], "64M", loops=3)
+    wait = [{"fault_ns": 9_000_000, "max_wait_ns": 3_000_000}]
     samples = {
-        ("2M", "none", "clear-base", "default"): {
-            "gbps": [1.0, 1.0, 1.0], "latency": [], "rule": None},
-        ("2M", "none", "clear", "stream"): {
-            "gbps": [2.0, 2.0, 2.0],
-            "latency": [{"fault_ns": 9_000_000, "max_wait_ns": 3_000_000}],
-            "rule": None},
+        ("2M", "none", "6.12", "clear-base", "default"): entry([1.0] * 3),
+        ("2M", "none", "6.12", "clear", "stream"): entry(
+            [2.0] * 3, wait, demand=[0.5, 0.7, 0.6], populate=[0.9] * 3),
+        # Another base: compared with its own stock, which is 4x faster.
+        ("2M", "lazy", "7.3", "clear-base", "default"): entry([4.0] * 3),
+        ("2M", "lazy", "7.3", "clear", "stream"): entry([2.0] * 3, wait),
     }
-    runs = {r["kernel"]: r for r in clear.runs_table(samples, spec)}
-    assert runs["clear"]["vs_base"]["speedup"] == pytest.approx(2.0)
-    assert runs["clear"]["median_gbps"] == 2.0
-    assert runs["clear"]["max_wait_ms"] == 3.0
-    # 9 ms for 64 MiB: 4.5 ms per 32 MiB batch.
-    assert runs["clear"]["per_batch_ms"] == pytest.approx(4.5)
-    assert "vs_base" not in runs["clear-base"]
-    table = clear.text_table(list(runs.values()))
-    assert "2.00x" in table and "3.0" in table
+    runs = {(r["base"], r["kernel"]): r
+            for r in clear.runs_table(samples, spec)}
+    ours = runs[("6.12", "clear")]
+    assert ours["vs_base"]["speedup"] == pytest.approx(2.0)
+    assert runs[("7.3", "clear")]["vs_base"]["speedup"] == pytest.approx(0.5)
+    assert ours["median_gbps"] == 2.0
+    assert ours["max_wait_ms"] == 3.0
+    assert ours["perf"]["demand"]["median_gbps"] == 0.6
+    assert ours["perf"]["demand"]["n"] == 3
+    assert ours["perf"]["populate"]["samples_gbps"] == [0.9] * 3
+    # 9 ms for 64 MiB: 4.5 ms per 32 MiB batch, under preempt=none; lazy
+    # is preemptible and clears each run in one call.
+    assert ours["per_batch_ms"] == pytest.approx(4.5)
+    assert "per_batch_ms" not in runs[("7.3", "clear")]
+    assert "vs_base" not in runs[("6.12", "clear-base")]
+    assert runs[("7.3", "clear-base")]["perf"] == {}
+    table = clear.text_table(list(runs.values())).splitlines()
+    assert table[0].split()[:5] == ["base", "kernel", "method", "page",
+                                    "preempt"]
+    row = table[2 + list(runs).index(("6.12", "clear"))].split()
+    assert row[:8] == ["6.12", "clear", "stream", "2M", "none", "0.600",
+                       "0.520-0.680", "3"]
+    assert row[-4:] == ["2.00x", "[2.00-2.00]", "3.0", "4.5"]
+    lazy = table[2 + list(runs).index(("7.3", "clear"))].split()
+    assert lazy[5:8] == ["-", "-", "-"] and lazy[-1] == "-"
+
+
+def test_default_kernels_are_stock_on_every_base_and_ours_on_the_last():
+    b612, b73 = bases.BASES["6.12"], bases.BASES["7.3"]
+    assert clear.kernel_pairs(None, [b612, b73]) == [
+        (b612, "clear-base"), (b73, "clear-base"), (b73, "clear")]
+    assert clear.kernel_pairs(None, [b73]) == [(b73, "clear-base"),
+                                               (b73, "clear")]
+    assert clear.kernel_pairs(["clear"], [b612, b73]) == [
+        (b612, "clear"), (b73, "clear")]
 
 
 def test_a_boot_with_missing_results_is_an_error():
@@ -115,7 +171,59 @@ def test_a_boot_with_missing_results_is_an_error():
                                  "bytes": "1", "ns": "1"}],
                          latency=[], zero=[], rule=None)
     with pytest.raises(ZdinitError, match="1 bench results, expected 8"):
-        clear.collect({}, spec, run, "clear", "none", 2, "test")
+        clear.collect({}, spec, run, ("6.12", "clear"), "none", 2, "test")
+
+
+def bench_lines(pages, methods, share, perf_functions=clear.PERF_FUNCTIONS):
+    lines = []
+    for page in pages:
+        for method in methods:
+            for _ in range(share):
+                lines.append(f"@@zdinit clear bench page={page} bytes=2097152"
+                             f" ns=1000000 method={method}")
+                lines += [f"@@zdinit clear perf page={page} function={f} "
+                          f"bytes_per_s=2500000000 method={method}"
+                          for f in perf_functions]
+    return "\n".join(lines)
+
+
+def test_perf_results_are_parsed_and_counted():
+    spec = scenarios.plan_clear(["2M", "1G"], "1G", loops=2)
+    log = "[    1.0] @@zdinit clear-preempt model=lazy\n" + bench_lines(
+        ["2M", "1G"], ["cached", "stream"], 2)
+    run = clear.parse_run(log)
+    assert run.preempt == "lazy" and len(run.perf) == 16
+    samples = {}
+    clear.collect(samples, spec, run, ("7.3", "clear"), "lazy", 2, "test")
+    e = samples[("1G", "lazy", "7.3", "clear", "stream")]
+    assert e["perf"] == {"demand": [2.5, 2.5], "populate": [2.5, 2.5]}
+    # A perf line missing (perf failed in one loop) is an error.
+    short = clear.parse_run(bench_lines(["2M", "1G"], ["cached", "stream"], 2)
+                            .rsplit("\n", 1)[0])
+    with pytest.raises(ZdinitError, match="15 perf bench results, "
+                       "expected 16"):
+        clear.collect({}, spec, short, ("7.3", "clear"), "lazy", 2, "test")
+
+
+@pytest.mark.parametrize("reported,ok", [("full", True), ("lazy", False),
+                                          ("", False), (None, False)])
+def test_a_run_on_another_model_than_asked_fails(monkeypatch, reported, ok):
+    """7.3 refuses preempt=none at boot and runs full: such a run must not
+    be labelled none."""
+    line = "" if reported is None else \
+        f"@@zdinit clear-preempt model={reported}\n"
+    monkeypatch.setattr(clear.qemu, "boot", lambda *a, **k: type(
+        "R", (), {"log": line})())
+    target = type("T", (), {"kernel": type("K", (), {"variant": "clear"}),
+                            "initrd": None, "strategies": ("cached",)})
+    spec = scenarios.plan_clear(["2M"], "64M")
+    if ok:
+        assert clear.boot(target, spec, "clear-zero", "full", "tcg", None,
+                          "test").preempt == "full"
+        return
+    with pytest.raises(ZdinitError, match="test: the kernel runs preempt="
+                       f"{reported or '.not reported.'}, not the full"):
+        clear.boot(target, spec, "clear-zero", "full", "tcg", None, "test")
 
 
 @pytest.fixture(scope="module")
@@ -194,8 +302,11 @@ def test_kmsan_kernels_build_with_clang():
 
 def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
     record = json.loads(clear.STOCK_SELFTESTS.read_text())["6.12"]
+    names = tuple(record["none"])
     for model in ("none", "full"):
-        assert sorted(record[model]) == sorted(initramfs.HUGE_SELFTESTS)
+        assert sorted(record[model]) == sorted(names)
+        assert set(names) <= set(initramfs.HUGE_SELFTESTS)
+    monkeypatch.setattr(clear, "base_selftests", lambda base: names)
     live = {"none": {"clear": json.loads(json.dumps(record["none"]))}}
     booted = []
 
@@ -204,10 +315,10 @@ def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
         return live
     monkeypatch.setattr(clear, "selftest_outcomes", outcomes)
     lines = clear.check_selftests_against_record(["none"], BASE)
-    assert len(lines) == len(initramfs.HUGE_SELFTESTS)
+    assert len(lines) == len(names)
     assert booted == ["clear"]     # stock is not built or booted
     # One test failing where stock passed, or the reverse, is an error.
-    name = initramfs.HUGE_SELFTESTS[0]
+    name = names[0]
     live["none"]["clear"][name][0] = "1" if record["none"][name][0] == "0" else "0"
     with pytest.raises(ZdinitError, match=f"selftest {name} preempt=none"):
         clear.check_selftests_against_record(["none"], BASE)
@@ -215,8 +326,8 @@ def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
         clear.check_selftests_against_record(["voluntary"], BASE)
     # A selftest the record does not have is refused before any boot.
     booted.clear()
-    monkeypatch.setattr(initramfs, "HUGE_SELFTESTS",
-                        initramfs.HUGE_SELFTESTS + ("new_test",))
+    monkeypatch.setattr(clear, "base_selftests",
+                        lambda base: names + ("new_test",))
     with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=none"):
         clear.check_selftests_against_record(["none"], BASE)
     assert booted == []
@@ -242,6 +353,25 @@ def test_record_stock_needs_selftests(tmp_path):
     proc = run_zdinit(tmp_path, "clear-check", "--record-stock")
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().endswith("--record-stock needs --selftests")
+
+
+def test_a_kernel_runs_the_selftests_its_tree_has(tmp_path):
+    """7.3 renamed hugepage-mmap and hugepage-mremap (hugetlb-*)."""
+    mm = tmp_path / "tools/testing/selftests/mm"
+    mm.mkdir(parents=True)
+    for name in ("cow", "hugetlb-mmap", "hugetlb-mremap", "other"):
+        (mm / f"{name}.c").write_text("")
+    assert initramfs.huge_selftests(tmp_path) == (
+        "hugetlb-mmap", "hugetlb-mremap", "cow")
+
+
+def test_a_selftest_only_one_kernel_ran_is_an_error():
+    same = {"cow": ("0", "pass:1", "")}
+    with pytest.raises(ZdinitError, match="selftest gup preempt=full: "
+                       "clear .* differs from clear-base None"):
+        clear.same_selftest_outcomes(
+            {"clear-base": same, "clear": dict(same, gup=("0", "", ""))},
+            "full")
 
 
 def test_a_selftest_that_differs_from_stock_is_an_error():

@@ -6,6 +6,7 @@ a Debian system") with exit 1 instead of building anything, and the test
 would fail on the exit status and the message.
 """
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import cli, qemu, scenarios
+from zdinit import bases, cli, qemu, scenarios
+from zdinit.errors import UsageError
 
 
 def results_entries():
@@ -44,10 +46,6 @@ def run_zdinit(cache, *args, **env):
     (["clear-check", "--size", "-1G"], "bad size '-1G'"),
     # A base without the series a kernel needs is refused before anything
     # is built (stock first would be a wasted build).
-    (["clear", "--base", "7.3"], "base 7.3 has no series for kernel "
-     "'clear': "),
-    (["build", "--base", "7.3", "base", "clear"], "base 7.3 has no series "
-     "for kernel 'clear': "),
     (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
       "hotplug-base,hotplug-counter"], "kernel 'hotplug-counter' has no "
      "patch for base 6.12 ("),
@@ -196,3 +194,11 @@ def test_too_big_for_host_memory_is_refused(monkeypatch):
     specs = scenarios.plan(["fsdax-mem"], size="256G")
     with pytest.raises(ZdinitError, match="host memory.*smaller --size"):
         bench.check_resources(specs)
+
+
+def test_a_base_without_the_series_is_refused_before_any_build(tmp_path):
+    """Stock built first would be a wasted build."""
+    lacking = dataclasses.replace(bases.get("7.3"), name="9.9")
+    with pytest.raises(UsageError, match="base 9.9 has no series for "
+                       "kernel 'clear': .*linux-9.9-clear/series"):
+        cli.require_series(["clear-base", "clear"], lacking)

@@ -1,6 +1,6 @@
 import pytest
 
-from zdinit import kconfig
+from zdinit import bases, kconfig
 from zdinit.errors import ZdinitError
 
 FRAGMENT = """
@@ -30,7 +30,7 @@ def test_verify_passes_when_all_stuck(tmp_path):
 
 
 def test_repo_fragment_has_what_the_experiments_need():
-    wanted = kconfig.requested(kconfig.fragment_paths(["zdinit"]))
+    wanted = kconfig.requested(kconfig.fragment_paths(["zdinit"], bases.get("6.12")))
     for option in ("CONFIG_ZONE_DEVICE", "CONFIG_DEVICE_PRIVATE",
                    "CONFIG_ACPI_NFIT", "CONFIG_DEV_DAX_PMEM", "CONFIG_FS_DAX",
                    "CONFIG_SPARSEMEM_VMEMMAP", "CONFIG_DYNAMIC_DEBUG",
@@ -40,4 +40,41 @@ def test_repo_fragment_has_what_the_experiments_need():
 
 def test_missing_fragment_is_an_error():
     with pytest.raises(ZdinitError, match="not found"):
-        kconfig.fragment_paths(["no-such-fragment"])
+        kconfig.fragment_paths(["no-such-fragment"], bases.get("6.12"))
+
+
+def test_base_additions_follow_their_fragment():
+    """6.12's clear additions come right after clear.config; 7.3 has none,
+    so CONFIG_PROC_SYSCTL, which 7.3 lacks, is asked of 6.12 alone."""
+    paths = kconfig.fragment_paths(["zdinit", "clear"], bases.get("6.12"))
+    assert [p.relative_to(kconfig.CONFIGS).as_posix() for p in paths] == [
+        "zdinit.config", "clear.config", "linux-6.12/clear.config"]
+    assert kconfig.requested(paths)["CONFIG_PROC_SYSCTL"] == "y"
+    on_73 = kconfig.requested(
+        kconfig.fragment_paths(["zdinit", "clear"], bases.get("7.3")))
+    assert "CONFIG_PROC_SYSCTL" not in on_73
+    assert on_73["CONFIG_HUGETLBFS"] == "y"
+
+
+def test_every_base_addition_names_a_base_and_a_fragment():
+    """An addition under a misspelt base or fragment would be silently
+    left out of every build."""
+    for path in kconfig.CONFIGS.glob("linux-*/*"):
+        assert path.parent.name.removeprefix("linux-") in bases.BASES, path
+        assert (kconfig.CONFIGS / path.name).is_file(), path
+
+
+def test_a_misspelt_base_addition_is_still_verified(tmp_path, monkeypatch):
+    """Lines of an addition are verified like any other: a symbol the
+    tree does not define (a typo) fails the build's configuration."""
+    (tmp_path / "linux-7.3").mkdir()
+    (tmp_path / "clear.config").write_text("CONFIG_HUGETLBFS=y\n")
+    (tmp_path / "linux-7.3" / "clear.config").write_text(
+        "CONFIG_HUGETLBFS_TYPO=y\n")
+    monkeypatch.setattr(kconfig, "CONFIGS", tmp_path)
+    wanted = kconfig.requested(
+        kconfig.fragment_paths(["clear"], bases.get("7.3")))
+    dotconfig = tmp_path / ".config"
+    dotconfig.write_text("CONFIG_HUGETLBFS=y\n")
+    with pytest.raises(ZdinitError, match="CONFIG_HUGETLBFS_TYPO=y"):
+        kconfig.verify(wanted, dotconfig)

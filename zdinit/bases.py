@@ -21,6 +21,13 @@ class Base:
     version: str       # the Debian version pinned
     sha256: str        # of that version's .deb
     suite: str         # the archive suite that serves it
+    # The preemption models its x86 kernel accepts at boot (preempt=), and
+    # the clear family's default among them: the least and the most
+    # preemptible.  7.3's x86 selects ARCH_HAS_PREEMPT_LAZY, so none and
+    # voluntary cannot be built and preempt=none|voluntary is refused at
+    # boot (the configured model runs instead).
+    preempt_models: tuple
+    clear_preempt: tuple
     archive: str = "http://deb.debian.org/debian"
     note: str = ""     # what the base is for, in --help
 
@@ -48,11 +55,12 @@ class Base:
 BASES = {b.name: b for b in (
     Base("6.12", "linux-source-6.12", "6.12.117-1~deb12u1",
          "e849faf31ca3555757f3a8877cb01af92122f744f75d1f3102734651c4e14703",
-         "bookworm-security", archive="http://deb.debian.org/debian-security",
+         "bookworm-security", ("none", "voluntary", "full"), ("none", "full"),
+         archive="http://deb.debian.org/debian-security",
          note="the LTS backport (Debian 13's kernel)"),
     Base("7.3", "linux-source-7.3", "7.3.4-1~bpo13+1",
          "703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3",
-         "trixie-backports",
+         "trixie-backports", ("full", "lazy"), ("lazy", "full"),
          note="where upstream's multi-page clearing is merged"),
 )}
 DEFAULT = "7.3"
@@ -65,6 +73,12 @@ def get(name):
     except KeyError:
         raise UsageError(f"unknown kernel base '{name}'; choose from "
                          + ", ".join(BASES)) from None
+
+
+def preempt_models():
+    """Every model some base accepts, in the order the bases list them."""
+    return tuple(dict.fromkeys(m for b in BASES.values()
+                               for m in b.preempt_models))
 
 
 def help_text():

@@ -221,11 +221,13 @@ def host_cpu():
     return "unknown"
 
 
-def environment(accel, accel_why, targets):
+def environment(accel, accel_why, targets, name=lambda k: k.variant):
+    """name: what a kernel is called in the record (a run of kernels of
+    several bases names the base too)."""
     return {"accel": accel, "accel_reason": accel_why,
             "qemu": qemu.qemu_version(),
-            "kernels": {t.kernel.variant: t.kernel.release for t in targets},
+            "kernels": {name(t.kernel): t.kernel.release for t in targets},
             "host_cpu": host_cpu(), "host_kernel": os.uname().release,
             "host_cpus": os.cpu_count(), "project_rev": git_rev(),
-            "placement": {t.kernel.variant: placement.kernel_placement(
+            "placement": {name(t.kernel): placement.kernel_placement(
                 t.kernel.out / "System.map") for t in targets}}

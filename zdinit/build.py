@@ -150,6 +150,7 @@ class Kernel:
     modules: list               # the project's modules, built for it
     release: str
     build_s: float = 0.0
+    base: object = None         # the bases.Base it was made from
 
 
 def make_env():
@@ -207,9 +208,10 @@ def make_cmd(tree, out, *targets, arch=None, cc="gcc"):
     return cmd + list(targets)
 
 
-def configure(tree, out, fragments, env, arch=None):
-    """tinyconfig + fragments + olddefconfig, verified; redone on change."""
-    paths = kconfig.fragment_paths(fragments)
+def configure(tree, out, fragments, base, env, arch=None):
+    """tinyconfig + fragments (with base's additions) + olddefconfig,
+    verified; redone on change."""
+    paths = kconfig.fragment_paths(fragments, base)
     wanted = kconfig.requested(paths)
     key = hashlib.sha256(
         "".join(p.read_text() for p in paths).encode()
@@ -265,13 +267,13 @@ def claim_build_dir(out):
     return marker
 
 
-def build_tree(name, tree, fragments, out=None):
+def build_tree(name, tree, fragments, base, out=None):
     """Build bzImage, in-tree modules and the project module of one tree."""
     out = out or cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
     building = claim_build_dir(out)
-    configure(tree, out, fragments, env)
+    configure(tree, out, fragments, base, env)
     cc = compiler(fragments)
     progress.say(f"building kernel '{name}' in {out}")
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules", cc=cc),
@@ -296,19 +298,20 @@ def build(variant, base, contiguity=False):
     patches = variant_patches(variant, base, contiguity)
     name = work_name(variant, base, contiguity)
     tree = source.variant_tree(name, patches, base)
-    kernel = build_tree(name, tree, fragments)
+    kernel = build_tree(name, tree, fragments, base)
     kernel.variant = variant    # the name tables and logs use
+    kernel.base = base
     return kernel
 
 
-def build_arch(name, tree, fragments, arch, targets, werror=False):
+def build_arch(name, tree, fragments, base, arch, targets, werror=False):
     """Cross-build make targets of tree for arch; return the build dir."""
     deps.require_tool(f"{arch.cross_compile}gcc", arch.package)
     out = cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 2 << 30, f"building {name}")
     building = claim_build_dir(out)
-    configure(tree, out, fragments, env, arch=arch)
+    configure(tree, out, fragments, base, env, arch=arch)
     progress.say(f"building {' '.join(targets)} of '{name}' for {arch.name}"
                  f" in {out}")
     cmd = make_cmd(tree, out, *targets, arch=arch)

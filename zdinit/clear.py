@@ -1,9 +1,11 @@
 """The clear family: huge-page clearing measured and checked in QEMU.
 
 Kernels: 'clear-base' (stock) and 'clear' (the base's linux-<base>-clear
-series), both with configs/clear.config.  One boot per kernel, preemption
-model and round; inside a boot the clearing methods of that kernel are
-interleaved loop by loop (guest/clear.sh).
+series), both with configs/clear.config, each on one base: a kernel is a
+(base, variant) pair, and one run may compare kernels of several bases.
+One boot per kernel, preemption model and round; inside a boot the
+clearing methods of that kernel are interleaved loop by loop
+(guest/clear.sh), each measured by zdclear and by 'perf bench mem mmap'.
 """
 import dataclasses
 import json
@@ -11,12 +13,35 @@ import os
 import pathlib
 import re
 
-from zdinit import (bench, build, initramfs, parse, progress, qemu,
-                    report, scenarios, stats)
+from zdinit import (bench, build, initramfs, parse, perf, progress, qemu,
+                    report, scenarios, source, stats)
 from zdinit.errors import ZdinitError
 
 KERNELS = ("clear-base", "clear")
-# Methods each kernel interleaves in a boot: stock 6.12 has one; the series
+
+
+def default_kernels(on_bases):
+    """Stock on every base and the series on the last: with one base,
+    stock and the series; with 6.12,7.3, stock 6.12 (one 4K page at a
+    time), stock 7.3 (upstream's multi-page clearing) and the series on
+    7.3.  Returns (base, variant) pairs."""
+    return ([(base, "clear-base") for base in on_bases]
+            + [(on_bases[-1], "clear")])
+
+
+def kernel_pairs(variants, on_bases):
+    """(base, variant) pairs: each variant on every base, or the default."""
+    if not variants:
+        return default_kernels(on_bases)
+    return [(base, variant) for base in on_bases for variant in variants]
+
+
+def kernel_name(base, variant):
+    return f"{base.name}/{variant}"
+
+
+# Methods each kernel interleaves in a boot: stock has one (on 6.12 it
+# clears one 4K page at a time, on 7.3 in runs); the series
 # has the upstream-style cached clear (debugfs stream=never) and the
 # streaming clear forced on for every run away from the fault (stream=always),
 # so that neither the guest's cache sizes nor its lack of CLZERO decide it.
@@ -35,12 +60,20 @@ KMSAN_RAM_FACTOR = 3
 # a few seconds into boot, before any huge page is cleared; with 4-level
 # paging it runs.
 KMSAN_CMDLINE = ("no5lvl",)
-RESULT = re.compile(r"^@@zdinit clear (?P<kind>bench|latency|zero) (?P<rest>.*)$")
+RESULT = re.compile(
+    r"^@@zdinit clear (?P<kind>bench|latency|zero|perf) (?P<rest>.*)$")
+PREEMPT = re.compile(r"^@@zdinit clear-preempt model=(?P<model>\S*)$")
 RULE = re.compile(r"^@@zdinit clear-rule (?P<rest>.*)$")
 SELFTEST = re.compile(r"^@@zdinit clear-selftest (?P<rest>.*)$")
 MiB = 1 << 20
-# folio_zero_user()'s batch under preempt=none|voluntary in the series.
+# folio_zero_user()'s batch where the model is not preemptible (the series
+# on 6.12, upstream from 7.3 on); a preemptible model clears each run in
+# one call, and 7.3's x86 has no other model.
 BATCH = 32 * MiB
+BATCHED_MODELS = ("none", "voluntary")
+# perf bench mem mmap's functions: the pages touched one by one after
+# mmap(), or faulted in by MAP_POPULATE.
+PERF_FUNCTIONS = ("demand", "populate")
 # Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
 SELFTEST_GUEST_SIZE = "1G"
 # Stock's selftest outcomes (clear-base) per base and preemption model, written
@@ -57,6 +90,8 @@ class ClearRun:
     zero: list
     rule: dict | None
     selftests: list = dataclasses.field(default_factory=list)
+    perf: list = dataclasses.field(default_factory=list)
+    preempt: str | None = None   # the model the kernel says it runs
 
 
 def parse_run(console):
@@ -70,6 +105,8 @@ def parse_run(console):
             run.rule = parse._labels(m.group("rest"))
         elif m := SELFTEST.match(line):
             run.selftests.append(parse._labels(m.group("rest")))
+        elif m := PREEMPT.match(line):
+            run.preempt = m.group("model")
     return run
 
 
@@ -83,7 +120,8 @@ def guest_ram_mb(spec, variant):
 
 
 def check_resources(spec, kernels):
-    """Refuse, before any boot, a size the host cannot back."""
+    """Refuse, before any boot, a size the host cannot back.  kernels:
+    variant names."""
     kernel = max(kernels, key=lambda k: guest_ram_mb(spec, k))
     qemu.require_host_memory(
         guest_ram_mb(spec, kernel) * MiB,
@@ -96,12 +134,16 @@ def host_has_1g_pages():
                    for line in fh)
 
 
-def prepare(spec, kernels, base):
-    """Build the kernels and initramfs images, pick the accelerator."""
+def prepare(spec, kernels, with_perf=False):
+    """Build perf (with_perf: first, being the cheaper build to fail),
+    the kernels ((base, variant) pairs) and their initramfs images; pick
+    the accelerator."""
+    tools = {"perf": perf.binary()} if with_perf else {}
     targets = []
-    for variant in kernels:
+    for base, variant in kernels:
         kernel = build.build(variant, base)
-        initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
+        initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz",
+                                 tools)
         targets.append(bench.Target(kernel, initrd, METHODS[variant]))
     accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
     progress.say(f"accelerator: {accel} ({why})")
@@ -127,38 +169,61 @@ def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
     splats = parse.parse(result.log).splats
     if splats:
         raise ZdinitError(f"{label}: kernel reported: {splats[0]}")
-    return parse_run(result.log)
+    run = parse_run(result.log)
+    # A model the kernel does not have is refused at boot and another runs:
+    # the run would be labelled with a model it did not use.
+    if run.preempt != preempt:
+        raise ZdinitError(f"{label}: the kernel runs preempt="
+                          f"{run.preempt or '(not reported)'}, not the "
+                          f"{preempt} asked for")
+    return run
 
 
 def measure(targets, spec, rounds, accel, logs_dir):
-    """Boots alternate kernels inside each round and preemption model.
+    """Boots alternate kernels inside each round and preemption model; a
+    kernel boots with the models of its base.
 
-    Returns samples keyed by (page, preempt, kernel, method):
-    {"gbps": [...], "latency": [{"fault_ns", "max_wait_ns"}], "rule": {}}.
+    Returns samples keyed by (page, preempt, base, kernel, method):
+    {"gbps": [...], "latency": [{"fault_ns", "max_wait_ns"}], "rule": {},
+     "perf": {function: [GB/s, ...]}}.
     """
     samples = {}
     shares = bench.split_rounds(spec.loops, rounds)
+    models = dict.fromkeys(model for target in targets
+                           for model in spec.models(target.kernel.base))
     for r, share in enumerate(shares, 1):
-        for preempt in spec.preempt:
+        for preempt in models:
             for target in targets:
-                name = target.kernel.variant
+                base, variant = target.kernel.base, target.kernel.variant
+                if preempt not in spec.models(base):
+                    continue
+                name = kernel_name(base, variant)
                 label = f"clear {name} preempt={preempt} round {r}/{len(shares)}"
                 progress.say(f"{label}: booting ({share} loops per method)")
                 run = boot(target, spec, "clear", preempt, accel,
-                           logs_dir / f"clear-{name}-{preempt}-r{r}.log",
-                           label, n=share)
-                collect(samples, spec, run, name, preempt, share, label)
+                           logs_dir / f"clear-{base.name}-{variant}-"
+                           f"{preempt}-r{r}.log", label, n=share)
+                collect(samples, spec, run, (base.name, variant), preempt,
+                        share, label)
     return samples
 
 
 def collect(samples, spec, run, kernel, preempt, share, label):
-    expected = len(spec.pages) * share * len(METHODS[kernel])
+    """kernel: (base name, variant)."""
+    expected = len(spec.pages) * share * len(METHODS[kernel[1]])
     if len(run.bench) != expected:
         raise ZdinitError(f"{label}: {len(run.bench)} bench results, "
                           f"expected {expected}")
+    if len(run.perf) != expected * len(PERF_FUNCTIONS):
+        raise ZdinitError(f"{label}: {len(run.perf)} perf bench results, "
+                          f"expected {expected * len(PERF_FUNCTIONS)}")
     for result in run.bench:
         entry = _entry(samples, result, preempt, kernel, run.rule)
         entry["gbps"].append(int(result["bytes"]) / int(result["ns"]))
+    for result in run.perf:
+        entry = _entry(samples, result, preempt, kernel, run.rule)
+        entry["perf"][result["function"]].append(
+            int(result["bytes_per_s"]) / 1e9)
     for result in run.latency:
         entry = _entry(samples, result, preempt, kernel, run.rule)
         entry["latency"].append({"fault_ns": int(result["fault_ns"]),
@@ -166,51 +231,90 @@ def collect(samples, spec, run, kernel, preempt, share, label):
 
 
 def _entry(samples, result, preempt, kernel, rule):
-    key = (result["page"], preempt, kernel, result["method"])
-    return samples.setdefault(key, {"gbps": [], "latency": [], "rule": rule})
+    key = (result["page"], preempt, *kernel, result["method"])
+    return samples.setdefault(key, {
+        "gbps": [], "latency": [], "rule": rule,
+        "perf": {function: [] for function in PERF_FUNCTIONS}})
+
+
+def gbps_summary(values):
+    """stats names its fields after milliseconds; the values are GB/s."""
+    return {k.replace("_ms", "_gbps"): v
+            for k, v in stats.summarize(values).items()}
+
+
+def _row_order(item):
+    """Rows by page, then base, kernel, model and method."""
+    page, preempt, base, kernel, method = item[0]
+    return page, base, kernel, preempt, method
 
 
 def runs_table(samples, spec):
     """results.json records: GB/s summary, vs clear-base, worst wait."""
     runs = []
-    for (page, preempt, kernel, method), e in sorted(samples.items()):
-        record = {"page": page, "preempt": preempt, "kernel": kernel,
-                  "method": method, "size_bytes": spec.size,
-                  "samples_gbps": e["gbps"], "latency": e["latency"],
-                  "rule": e["rule"]}
-        # stats names its fields after milliseconds; the values are GB/s.
-        record.update({k.replace("_ms", "_gbps"): v
-                       for k, v in stats.summarize(e["gbps"]).items()})
-        base = samples.get((page, preempt, "clear-base", "default"))
+    for (page, preempt, base_name, kernel, method), e in sorted(
+            samples.items(), key=_row_order):
+        record = {"base": base_name, "page": page, "preempt": preempt,
+                  "kernel": kernel, "method": method,
+                  "size_bytes": spec.size, "samples_gbps": e["gbps"],
+                  "latency": e["latency"], "rule": e["rule"]}
+        record.update(gbps_summary(e["gbps"]))
+        record["perf"] = {function: dict(gbps_summary(values),
+                                         samples_gbps=values)
+                          for function, values in e["perf"].items()
+                          if values}
+        # Against stock of the same base.
+        base = samples.get((page, preempt, base_name, "clear-base",
+                            "default"))
         if base and kernel != "clear-base":
             # GB/s is a rate: 'other / base' is base's time over other's.
             record["vs_base"] = stats.speedup([1 / g for g in base["gbps"]],
                                               [1 / g for g in e["gbps"]])
         if e["latency"]:
             record["max_wait_ms"] = max(x["max_wait_ns"] for x in e["latency"]) / 1e6
-            # What one batch of the series costs at the speed this guest
-            # cleared at: the bound batching promises under preempt=none.
+        if e["latency"] and preempt in BATCHED_MODELS:
+            # What one batch costs at the speed this guest cleared at: the
+            # bound batching promises where the model is not preemptible.
             record["per_batch_ms"] = min(
                 x["fault_ns"] for x in e["latency"]) / 1e6 * BATCH / spec.size
         runs.append(record)
     return runs
 
 
-HEADER = ["page", "preempt", "kernel", "method", "median GB/s", "p10", "p90",
-          "min", "max", "N", "vs base [95% CI]", "max wait ms", "32M ms"]
+# GB/s as median, spread (p10-p90) and N: perf's two functions, then
+# zdclear's demand fault with its comparison to stock of the same base,
+# the longest wait of a task on the same CPU and, where the model batches,
+# what one 32 MiB batch costs.
+HEADER = ["base", "kernel", "method", "page", "preempt",
+          "perf demand GB/s", "p10-p90", "N",
+          "perf populate GB/s", "p10-p90", "N",
+          "zdclear GB/s", "p10-p90", "N", "vs base [95% CI]",
+          "max wait ms", "32M ms"]
+
+
+def gbps_cells(summary):
+    """median, p10-p90, N; dashes where there are no samples."""
+    if not summary:
+        return ["-", "-", "-"]
+    return [f"{summary['median_gbps']:.3f}",
+            f"{summary['p10_gbps']:.3f}-{summary['p90_gbps']:.3f}",
+            str(summary["n"])]
 
 
 def rows(runs):
     out = []
     for r in runs:
         wait = r.get("max_wait_ms")
-        out.append([r["page"], r["preempt"], r["kernel"], r["method"],
-                    f"{r['median_gbps']:.3f}", f"{r['p10_gbps']:.3f}",
-                    f"{r['p90_gbps']:.3f}", f"{r['min_gbps']:.3f}",
-                    f"{r['max_gbps']:.3f}", str(r["n"]),
-                    report.ratio_text(r.get("vs_base")),
-                    "-" if wait is None else f"{wait:.1f}",
-                    "-" if wait is None else f"{r['per_batch_ms']:.1f}"])
+        batch = r.get("per_batch_ms")
+        perf_runs = r.get("perf", {})
+        out.append([r["base"], r["kernel"], r["method"], r["page"],
+                    r["preempt"]]
+                   + [cell for function in PERF_FUNCTIONS
+                      for cell in gbps_cells(perf_runs.get(function))]
+                   + gbps_cells(r)
+                   + [report.ratio_text(r.get("vs_base")),
+                      "-" if wait is None else f"{wait:.1f}",
+                      "-" if batch is None else f"{batch:.1f}"])
     return out
 
 
@@ -222,26 +326,44 @@ def markdown_table(runs):
     return report.markdown_table(runs, HEADER, rows)
 
 
-def run_bench(spec, rounds, kernels, base, command_line):
-    """The measured run: results/<stamp>/ with results.json and summary.md."""
-    targets, accel, why = prepare(spec, kernels, base)
+# Said with every table: what a TCG guest's numbers can and cannot show.
+TCG_NOTE = (
+    "Under TCG (QEMU's emulator) GB/s rank nothing: every store is "
+    "emulated, and the host, its caches and its load decide the speed, "
+    "not the clearing method.  What such a run proves is that the tool "
+    "runs, that each kernel takes the clearing path named, with the "
+    "preemption model asked for, and (clear-check) that every cleared "
+    "page reads back zero.")
+
+
+def summary_text(results, accel):
+    note = f"\n\n{TCG_NOTE}" if accel == "tcg" else ""
+    return (f"# clear: demand-fault clearing in the guest\n\n"
+            f"`{results['command']}`{note}\n\n"
+            f"{markdown_table(results['runs'])}\n")
+
+
+def run_bench(spec, rounds, kernels, command_line):
+    """The measured run: results/<stamp>/ with results.json and summary.md.
+    kernels: (base, variant) pairs."""
+    targets, accel, why = prepare(spec, kernels, with_perf=True)
     partial, final = report.new_results_dir()
     try:
         samples = measure(targets, spec, rounds, accel, partial / "logs")
         runs = runs_table(samples, spec)
         results = {"command": command_line,
-                   "env": bench.environment(accel, why, targets),
+                   "env": bench.environment(
+                       accel, why, targets,
+                       lambda k: kernel_name(k.base, k.variant)),
                    "runs": runs}
         (partial / "results.json").write_text(
             json.dumps(results, indent=1) + "\n")
-        (partial / "summary.md").write_text(
-            f"# clear: demand-fault clearing in the guest\n\n`{results['command']}`"
-            f"\n\n{markdown_table(runs)}")
+        (partial / "summary.md").write_text(summary_text(results, accel))
     except BaseException:
         failed = report.mark_failed(partial)
         progress.say(f"incomplete run; logs kept in {failed}")
         raise
-    return report.publish(partial, final), runs
+    return report.publish(partial, final), runs, accel
 
 
 # The page allocator zeroes on allocation and on free: the huge-page
@@ -252,9 +374,9 @@ INIT_ON_ALLOC_FREE = ("init_on_alloc=1", "init_on_free=1")
 def check_zero(spec, zero_rounds, kernel, base):
     """Every method on every preemption model, and once more on the first
     model with init_on_alloc/init_on_free: cleared pages read back 0."""
-    targets, accel, _ = prepare(spec, [kernel], base)
-    models = [(preempt, ()) for preempt in spec.preempt]
-    models.append((spec.preempt[0], INIT_ON_ALLOC_FREE))
+    targets, accel, _ = prepare(spec, [(base, kernel)])
+    models = [(preempt, ()) for preempt in spec.models(base)]
+    models.append((spec.models(base)[0], INIT_ON_ALLOC_FREE))
 
     def zero_boot(item):
         (preempt, cmdline), target = item
@@ -288,19 +410,20 @@ def selftest_outcomes(preempt, kernels, base):
     """The kernel's hugetlb and THP selftests, one boot per kernel and
     model, on 2M hugetlb pages reserved in the guest (300 by default).
     Returns {model: {kernel: {test: [exit, totals, failed]}}}."""
-    spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt)
-    targets, accel, _ = prepare(spec, list(kernels), base)
-    names = ",".join(initramfs.HUGE_SELFTESTS)
+    spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt,
+                                on_bases=[base])
+    targets, accel, _ = prepare(spec, [(base, k) for k in kernels])
     outcomes = {}
-    for preempt in spec.preempt:
+    for preempt in spec.models(base):
         for target in targets:
             variant = target.kernel.variant
+            names = initramfs.huge_selftests(target.kernel.tree)
             label = f"clear-selftests {variant} preempt={preempt}"
             run = boot(target, spec, "clear-selftests", preempt, accel, None,
-                       label, extra={"selftests": names})
+                       label, extra={"selftests": ",".join(names)})
             outcome = {t["name"]: [t["rc"], t["totals"], t["failed"]]
                        for t in run.selftests}
-            if sorted(outcome) != sorted(initramfs.HUGE_SELFTESTS):
+            if sorted(outcome) != sorted(names):
                 raise ZdinitError(f"{label}: ran {sorted(outcome)}")
             outcomes.setdefault(preempt, {})[variant] = outcome
     return outcomes
@@ -330,8 +453,9 @@ def check_selftests_against_record(preempt, base, kernel="clear"):
     """Like check_selftests(), with stock's outcomes on base from
     STOCK_SELFTESTS."""
     stock = json.loads(STOCK_SELFTESTS.read_text()).get(base.name, {})
+    names = base_selftests(base)
     for model in preempt:
-        if sorted(stock.get(model, {})) != sorted(initramfs.HUGE_SELFTESTS):
+        if sorted(stock.get(model, {})) != sorted(names):
             raise ZdinitError(
                 f"{STOCK_SELFTESTS.name} does not record every selftest for "
                 f"base {base.name} preempt={model}; record them with "
@@ -344,18 +468,24 @@ def check_selftests_against_record(preempt, base, kernel="clear"):
                 model)]
 
 
+def base_selftests(base):
+    """The hugetlb and THP selftests base's tree has."""
+    return initramfs.huge_selftests(source.pristine_tree(base))
+
+
 def same_selftest_outcomes(outcome, preempt):
     """outcome: {kernel: {test: [exit, totals, failed]}}, stock first.
     Every kernel must match the first; one line per test when they do."""
     (stock, base), *others = outcome.items()
     for kernel, other in others:
-        for name in initramfs.HUGE_SELFTESTS:
-            if other[name] != base[name]:
+        for name in sorted(set(base) | set(other)):
+            if other.get(name) != base.get(name):
                 raise ZdinitError(
                     f"selftest {name} preempt={preempt}: {kernel} "
-                    f"{other[name]} differs from {stock} {base[name]}")
+                    f"{other.get(name)} differs from {stock} "
+                    f"{base.get(name)}")
     lines = []
-    for name in initramfs.HUGE_SELFTESTS:
+    for name in base:
         rc, totals, failed = base[name]
         lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
                      f"{totals}{', failed ' + failed if failed else ''}"

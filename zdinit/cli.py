@@ -72,6 +72,12 @@ def base_option(text):
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def base_list(text):
+    """argparse type: a comma list of kernel bases, none twice."""
+    return [base_option(name)
+            for name in comma_list("kernel base", tuple(bases.BASES))(text)]
+
+
 def require_series(variants, base, contiguity=False):
     """Before anything is locked, installed or built: every kernel the
     command builds must have its patches in base's series (a stock kernel
@@ -207,36 +213,42 @@ def cmd_bench(args):
 
 def clear_spec(args, kernels):
     """The clear family's options, checked; the host must back the guest
-    of each kernel."""
+    of each kernel.  kernels: (base, variant) pairs."""
     if not 1 <= args.rounds <= 100:
         raise UsageError("--rounds must be 1..100")
+    on_bases = list(dict.fromkeys(base for base, _ in kernels))
     spec = scenarios.plan_clear(args.pages, args.size,
-                                getattr(args, "loops", None), args.preempt)
-    require_series(kernels, args.base)
-    clear.check_resources(spec, kernels)
+                                getattr(args, "loops", None), args.preempt,
+                                on_bases)
+    for base in on_bases:
+        require_series([v for b, v in kernels if b == base], base)
+    clear.check_resources(spec, [v for _, v in kernels])
     return spec
 
 
 def cmd_clear(args):
-    spec = clear_spec(args, args.kernels)
+    kernels = clear.kernel_pairs(args.kernels, args.base)
+    spec = clear_spec(args, kernels)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        final, runs = clear.run_bench(spec, args.rounds, args.kernels,
-                                      args.base, args.command_line)
+        final, runs, accel = clear.run_bench(spec, args.rounds, kernels,
+                                             args.command_line)
     print(clear.text_table(runs))
+    if accel == "tcg":
+        print(f"\n{clear.TCG_NOTE}")
     print(f"\nresults: {final} (results/latest)")
 
 
 def cmd_clear_check(args):
     if args.record_stock and not args.selftests:
         raise UsageError("--record-stock needs --selftests")
-    spec = clear_spec(args, [args.kernel])
+    spec = clear_spec(args, [(args.base, args.kernel)])
     with cache.lock(args.command_line):
         deps.ensure_packages()
         lines = clear.check_zero(spec, args.rounds, args.kernel, args.base)
         if args.selftests:
             lines += clear.check_selftests(
-                spec.preempt, args.base,
+                spec.models(args.base), args.base,
                 record=clear.STOCK_SELFTESTS if args.record_stock else None)
     for line in lines:
         print(line)
@@ -312,9 +324,13 @@ def add_clear_options(p, size):
                    f"(default {size or scenarios.CLEAR.default_size >> 30}"
                    f"{'' if size else 'G'})")
     p.add_argument("--preempt",
-                   default=",".join(scenarios.CLEAR.default_preempt),
                    type=comma_list("preemption model", scenarios.PREEMPT_MODELS),
-                   help="comma list of: " + ", ".join(scenarios.PREEMPT_MODELS))
+                   help="comma list of the models the base boots with ("
+                   + "; ".join(f"{b.name}: {', '.join(b.preempt_models)}"
+                               for b in bases.BASES.values())
+                   + "); default per base: "
+                   + "; ".join(f"{b.name}: {','.join(b.clear_preempt)}"
+                               for b in bases.BASES.values()))
     return p
 
 
@@ -408,16 +424,22 @@ def parser():
     sf.set_defaults(func=cmd_safety)
 
     cb = add_clear_options(sub.add_parser(
-        "clear", help="demand-fault huge pages in QEMU, stock 6.12 vs the "
-        "clear series: GB/s and the wait of a task on the same CPU"), None)
+        "clear", help="demand-fault huge pages in QEMU, stock vs the clear "
+        "series, on one base or several: GB/s of zdclear and of 'perf "
+        "bench mem mmap', and the wait of a task on the same CPU"), None)
     cb.add_argument("--loops", type=int, help="timed mappings per method "
                     f"(default {scenarios.CLEAR.default_loops})")
-    cb.add_argument("--kernels", default=",".join(clear.KERNELS),
+    cb.add_argument("--kernels",
                     type=comma_list("kernel", clear.KERNELS),
-                    help="comma list of: " + ", ".join(clear.KERNELS))
+                    help="comma list of: " + ", ".join(clear.KERNELS)
+                    + ", each on every base (default: clear-base on every "
+                    "base, clear on the last)")
     cb.add_argument("--rounds", type=int, default=2,
                     help="boots per kernel and model, alternating (default 2)")
-    add_base_option(cb)
+    cb.add_argument("--base", default=[bases.get(bases.DEFAULT)],
+                    type=base_list,
+                    help=f"comma list of kernel bases (default "
+                    f"{bases.DEFAULT}): " + bases.help_text())
     cb.set_defaults(func=cmd_clear)
     cc = add_clear_options(sub.add_parser(
         "clear-check", help="every huge page the clear kernel hands out "
@@ -431,7 +453,7 @@ def parser():
                     + ", ".join(clear.CHECK_KERNELS))
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
-                    "6.12 vs the series (about 3 minutes a boot under TCG)")
+                    "vs the series on the base (about 3 minutes a boot under TCG)")
     cc.add_argument("--record-stock", action="store_true",
                     help="with --selftests: write stock's outcomes to "
                     "zdinit/stock-selftests.json, which make test compares "

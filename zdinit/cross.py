@@ -74,15 +74,15 @@ def changed_dirs(files):
     return sorted({f"{pathlib.PurePosixPath(f).parent}/" for f in files})
 
 
-def compile_changed(name, tree, target, patches):
+def compile_changed(name, tree, target, patches, base):
     """Compile, warnings as errors, the directories of the C files patches
     change; return which of those files the configuration builds."""
     files = changed_c_files(patches)
     if not files:
         raise ZdinitError("the series changes no C file to compile for "
                           f"{target.arch.name}")
-    out = build.build_arch(name, tree, list(target.fragments), target.arch,
-                           changed_dirs(files), werror=True)
+    out = build.build_arch(name, tree, list(target.fragments), base,
+                           target.arch, changed_dirs(files), werror=True)
     built = [f for f in files if (out / f).with_suffix(".o").exists()]
     if not built:
         raise ZdinitError(f"{target.arch.name}: its configuration builds "
@@ -105,9 +105,10 @@ def check(tree, patches, base):
         # the objects of the last build here: make would keep those.
         shutil.rmtree(cache.build_dir(name), ignore_errors=True)
         if not target.boots:
-            lines.append(compile_changed(name, tree, target, patches))
+            lines.append(compile_changed(name, tree, target, patches,
+                                         base))
             continue
-        image = build.build_arch(name, tree, list(target.fragments),
+        image = build.build_arch(name, tree, list(target.fragments), base,
                                  target.arch,
                                  [pathlib.Path(target.arch.image).name]
                                  ) / target.arch.image

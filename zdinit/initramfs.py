@@ -40,15 +40,25 @@ def _copy(src, root):
 
 # The kernel's own selftests the safety checks run, as (binary, source).
 SELFTESTS = {"hmm-tests": "hmm-tests.c", "gup_test": "gup_test.c"}
-# Its hugetlb and THP selftests that run in the guest (guest/clear.sh).
+# Its hugetlb and THP selftests that run in the guest (guest/clear.sh),
+# by the names of every base: 7.3 has hugetlb-mmap and hugetlb-mremap
+# where 6.12 has hugepage-mmap, hugepage-mremap and map_hugetlb.  A kernel
+# runs those its tree has (huge_selftests()).
 HUGE_SELFTESTS = ("map_hugetlb", "hugepage-mmap", "hugepage-mremap",
-                  "hugetlb-madvise", "hugetlb_fault_after_madv",
-                  "split_huge_page_test", "cow")
+                  "hugetlb-mmap", "hugetlb-mremap", "hugetlb-madvise",
+                  "hugetlb_fault_after_madv", "split_huge_page_test", "cow")
 SELFTESTS.update({name: f"{name}.c" for name in HUGE_SELFTESTS})
 # The helpers the mm selftests' Makefile links into every program, as
 # each base names them (thp_settings.c became hugepage_settings.c);
 # whichever the tree has are linked.
 SELFTEST_HELPERS = ("vm_util.c", "thp_settings.c", "hugepage_settings.c")
+
+
+def huge_selftests(tree):
+    """The HUGE_SELFTESTS a kernel tree has."""
+    mm = tree / "tools/testing/selftests/mm"
+    return tuple(name for name in HUGE_SELFTESTS
+                 if (mm / SELFTESTS[name]).exists())
 
 
 def add_kernel_selftests(kernel, root):
@@ -75,9 +85,8 @@ def add_kernel_selftests(kernel, root):
     helpers = [str(mm / name) for name in SELFTEST_HELPERS
                if (mm / name).exists()]
     for binary, source in SELFTESTS.items():
-        # Tests renamed or merged since a base are missing from its tree;
-        # the clear family's selftest check names the ones that did not run.
-        if binary in HUGE_SELFTESTS and not (mm / source).exists():
+        # Tests renamed or merged since a base are missing from its tree.
+        if binary in HUGE_SELFTESTS and binary not in huge_selftests(tree):
             continue
         proc = subprocess.run(
             ["gcc", "-static", "-O2", "-isystem", str(kernel.out / "usr/include"),
@@ -108,8 +117,9 @@ def build_guest_tool(tool, libs, dest):
                           f"{proc.stderr.strip()[-300:]}")
 
 
-def build(kernel, dest):
-    """Write a gzip'd newc cpio for kernel to dest, atomically."""
+def build(kernel, dest, tools=None):
+    """Write a gzip'd newc cpio for kernel to dest, atomically.  tools:
+    {name: path} of static binaries built elsewhere, put in /zdinit."""
     binaries = {name: deps.require_tool(name, pkg) for name, pkg in TOOLS.items()}
     with tempfile.TemporaryDirectory(prefix="zdinit-initramfs-") as tmp:
         root = pathlib.Path(tmp) / "root"
@@ -135,6 +145,8 @@ def build(kernel, dest):
             shutil.copy2(kernel.out / path, root / "zdinit" / name)
         for tool, libs in GUEST_TOOLS.items():
             build_guest_tool(tool, libs, root / "zdinit" / tool)
+        for tool, path in (tools or {}).items():
+            shutil.copy2(path, root / "zdinit" / tool)
         add_kernel_selftests(kernel, root)
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)

@@ -24,11 +24,24 @@ def parse(text):
     return options
 
 
-def fragment_paths(variant_fragments):
-    paths = [CONFIGS / f"{name}.config" for name in variant_fragments]
-    for path in paths:
+def fragment_paths(variant_fragments, base):
+    """Each fragment, followed by its additions for base where there are
+    some (configs/linux-<base>/<fragment>.config).
+
+    A symbol that exists on one base only (CONFIG_PROC_SYSCTL is gone in
+    7.3, where CONFIG_SYSCTL builds /proc/sys) goes into that base's
+    addition: every line stays verified after olddefconfig, so a typo is
+    still caught, and the common fragment is not copied per base.  The
+    addition is merged after the common fragment, so it may also override
+    a common line for its base.
+    """
+    paths = []
+    for name in variant_fragments:
+        path = CONFIGS / f"{name}.config"
         if not path.is_file():
             raise ZdinitError(f"kconfig fragment {path} not found")
+        addition = CONFIGS / f"linux-{base.name}" / f"{name}.config"
+        paths += [path] + ([addition] if addition.is_file() else [])
     return paths
 
 

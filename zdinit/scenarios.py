@@ -2,6 +2,7 @@
 import dataclasses
 import re
 
+from zdinit import bases
 from zdinit.errors import UsageError
 
 PAGE = 4096
@@ -212,10 +213,10 @@ def expected_written(spec, pages, align):
     return pages
 
 
-# The clear family (issue 9): demand-fault clearing of huge pages in the
+# The clear family: demand-fault clearing of huge pages in the
 # guest, declared like the memmap scenarios but run by zdinit/clear.py.
 CLEAR_PAGES = {"2M": 2 * MiB, "1G": GiB}
-PREEMPT_MODELS = ("none", "voluntary", "full")
+PREEMPT_MODELS = bases.preempt_models()
 CLEAR_GUEST_OVERHEAD = 1536 * MiB   # kernel, initramfs, page tables, slack
 # Boot-time 1G pages must be 1G-aligned and free when reserved: QEMU loads
 # the kernel in the first GiB and the initramfs just below 2 GiB, and early
@@ -229,12 +230,11 @@ class ClearFamily:
     default_size: int
     default_loops: int
     default_pages: tuple
-    default_preempt: tuple
     what: str
 
 
 CLEAR = ClearFamily(
-    "clear", 8 * GiB, 5, ("2M", "1G"), ("none", "full"),
+    "clear", 8 * GiB, 5, ("2M", "1G"),
     "demand-fault a mapping of 2M THP / 1G hugetlb pages, one write per "
     "page, like 'perf bench mem mmap -f demand'; GB/s per loop, and the "
     "longest wait of a second task on the same CPU")
@@ -245,7 +245,10 @@ class ClearSpec:
     pages: tuple
     size: int
     loops: int
-    preempt: tuple
+    preempt: dict      # base name: the models its kernels boot with
+
+    def models(self, base):
+        return self.preempt[base.name]
 
     def gigantic_pages(self):
         """1G hugetlb pages the guest reserves at boot (0 without 1G)."""
@@ -263,18 +266,30 @@ class ClearSpec:
         return args
 
 
-def plan_clear(pages=None, size=None, loops=None, preempt=None):
-    """Validate the clear family's options; one line per refusal."""
+def plan_clear(pages=None, size=None, loops=None, preempt=None,
+               on_bases=None):
+    """Validate the clear family's options; one line per refusal.
+    preempt: the models every base boots with (None: each base's
+    default); on_bases: the bases (None: the default base)."""
     pages = tuple(pages or CLEAR.default_pages)
-    preempt = tuple(preempt or CLEAR.default_preempt)
+    on_bases = on_bases or [bases.get(bases.DEFAULT)]
     for page in pages:
         if page not in CLEAR_PAGES:
             raise UsageError(f"page size '{page}' cannot be given by the "
                              f"guest; choose from " + ", ".join(CLEAR_PAGES))
-    for model in preempt:
+    for model in preempt or ():
         if model not in PREEMPT_MODELS:
             raise UsageError(f"unknown preemption model '{model}'; choose "
                              f"from " + ", ".join(PREEMPT_MODELS))
+    models = {}
+    for base in on_bases:
+        models[base.name] = tuple(preempt or base.clear_preempt)
+        for model in models[base.name]:
+            if model not in base.preempt_models:
+                raise UsageError(
+                    f"preemption model '{model}' is not available on base "
+                    f"{base.name}; its x86 kernel boots with "
+                    + ", ".join(base.preempt_models))
     sz = parse_size(size) if isinstance(size, str) else (size or CLEAR.default_size)
     shown = size if isinstance(size, str) else size_text(sz)
     largest = max(pages, key=CLEAR_PAGES.get)
@@ -287,4 +302,4 @@ def plan_clear(pages=None, size=None, loops=None, preempt=None):
     count = CLEAR.default_loops if loops is None else loops
     if not 1 <= count <= MAX_N:
         raise UsageError(f"--loops must be 1..{MAX_N}, not {count}")
-    return ClearSpec(pages, sz, count, preempt)
+    return ClearSpec(pages, sz, count, models)

@@ -77,7 +77,7 @@ def check(name, base, build_each=True):
         verdict = checkpatch(tree, patch)
         took = 0.0
         if build_each:
-            took = build.build_tree(scratch, tree, list(fragments),
+            took = build.build_tree(scratch, tree, list(fragments), base,
                                     out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
     return results, (cross.check(tree, patches, base)
