@@ -347,15 +347,14 @@ def run_bench(spec, rounds, kernels, command_line):
     """The measured run: results/<stamp>/ with results.json and summary.md.
     kernels: (base, variant) pairs."""
     targets, accel, why = prepare(spec, kernels, with_perf=True)
+    # Before the boots: the revision is the one that ran.
+    env = bench.environment(accel, why, targets,
+                            lambda k: kernel_name(k.base, k.variant))
     partial, final = report.new_results_dir()
     try:
         samples = measure(targets, spec, rounds, accel, partial / "logs")
         runs = runs_table(samples, spec)
-        results = {"command": command_line,
-                   "env": bench.environment(
-                       accel, why, targets,
-                       lambda k: kernel_name(k.base, k.variant)),
-                   "runs": runs}
+        results = {"command": command_line, "env": env, "runs": runs}
         (partial / "results.json").write_text(
             json.dumps(results, indent=1) + "\n")
         (partial / "summary.md").write_text(summary_text(results, accel))

@@ -190,12 +190,14 @@ def cmd_bench(args):
                    for k in args.kernels]
         accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
         progress.say(f"accelerator: {accel} ({why})")
+        # Before the boots: the revision is the one that ran, whatever is
+        # committed while it runs.
+        env = bench.environment(accel, why, targets)
         partial, final = report.new_results_dir()
         try:
             samples = bench.run_bench(targets, specs, args.rounds, accel,
                                       partial / "logs", verify=args.verify)
-            results = {"command": args.command_line,
-                       "env": bench.environment(accel, why, targets),
+            results = {"command": args.command_line, "env": env,
                        "runs": bench.runs_table(samples, specs)}
             report.write(results, partial)
         except BaseException:
