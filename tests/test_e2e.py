@@ -245,6 +245,21 @@ def test_safety_checks_pass_on_both_kernels():
     assert verified and verified[0]["raw"]["checked"] > 0
 
 
+def assert_read_back_zero(out, models):
+    """clear-check's lines: 2M and 1G pages, cached and streaming clear,
+    1G each, under every model and, with init_on_alloc and init_on_free,
+    under the first."""
+    for page in ("2M", "1G"):
+        for method in ("cached", "stream"):
+            for preempt in models:
+                assert (f"clear-zero clear preempt={preempt} {page} "
+                        f"{method}: 2 rounds of {G} bytes read back zero"
+                        ) in out, out
+            assert (f"clear-zero clear preempt={models[0]} init_on_alloc=1 "
+                    f"init_on_free=1 {page} {method}: 2 rounds of {G} bytes "
+                    f"read back zero") in out, out
+
+
 @pytest.mark.full
 def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
     """2M THP and 1G hugetlb pages, cached and streaming clear, preempt=none
@@ -253,16 +268,7 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
     recorded outcomes (test-full boots stock to check the record)."""
     out = zdinit("clear-check", "--size", "1G", "--rounds", "2",
                  "--base", CLEAR_BASE.name).stdout
-    for preempt in ("none", "full"):
-        for page in ("2M", "1G"):
-            for method in ("cached", "stream"):
-                assert (f"clear-zero clear preempt={preempt} {page} {method}: "
-                        f"2 rounds of {G} bytes read back zero") in out, out
-    for page in ("2M", "1G"):
-        for method in ("cached", "stream"):
-            assert (f"clear-zero clear preempt=none init_on_alloc=1 "
-                    f"init_on_free=1 {page} {method}: 2 rounds of {G} bytes "
-                    f"read back zero") in out, out
+    assert_read_back_zero(out, ("none", "full"))
     lines = "\n".join(clear.check_selftests_against_record(
         ["none"], CLEAR_BASE))
     for name in clear.base_selftests(CLEAR_BASE):
@@ -297,16 +303,7 @@ def test_cleared_huge_pages_read_back_zero_on_7_3():
     clears the 2M THP; the 1G pages still go through folio_zero_user()."""
     out = zdinit("clear-check", "--base", "7.3", "--size", "1G",
                  "--rounds", "2").stdout
-    for preempt in ("lazy", "full"):
-        for page in ("2M", "1G"):
-            for method in ("cached", "stream"):
-                assert (f"clear-zero clear preempt={preempt} {page} {method}: "
-                        f"2 rounds of {G} bytes read back zero") in out, out
-    for page in ("2M", "1G"):
-        for method in ("cached", "stream"):
-            assert (f"clear-zero clear preempt=lazy init_on_alloc=1 "
-                    f"init_on_free=1 {page} {method}: 2 rounds of {G} bytes "
-                    f"read back zero") in out, out
+    assert_read_back_zero(out, ("lazy", "full"))
 
 
 def test_zero_check_catches_a_broken_clear_on_7_3():
