@@ -18,27 +18,25 @@ bench:
 	$(ZDINIT) bench $(BASE_OPTION)
 
 # Unit tests, the lab's byte-equality and sanitizer tests, then the
-# end-to-end tests: every patch of the ZONE_DEVICE series applied,
-# checkpatch'd and built, every scenario booted small on both kernels, the
-# memmap equality test with KUnit; for the clear series every patch
-# applied and checkpatch'd, the series built, the zero read-back (also
-# against a deliberately broken kernel) and the kernel's hugetlb/THP
-# selftests under preempt=none against stock 6.12's recorded outcomes
-# (zdinit/stock-selftests.json); on 7.3 the clear series applied and
-# checkpatch'd, its zero read-back under preempt=lazy and full, and the
-# check failing on 7.3's broken kernel.
+# end-to-end tests.  The default base (7.3) fully: every patch of its
+# ZONE_DEVICE and clear series applied, checkpatch'd and built, the
+# ZONE_DEVICE series for arm64 (KUnit booted) and i386, every scenario
+# booted small on stock and the series, the memmap equality test with
+# KUnit, the safety checks, the clear series' zero read-back and the
+# check failing on a deliberately broken clear.  The 6.12 backport: both
+# series applied and checkpatch'd, the memmap equality test with KUnit.
 test:
 	$(ZDINIT) test
 
-# Everything in 'test' plus each prefix of the clear series built, the
-# clear bench smoke test, the selftests on stock and the series under
-# preempt=none and full (checking the record), the tracepoint-guard and
-# KASAN/lockdep/kmemleak kernels (two more kernel builds), the zero
-# read-back on the clear series' KASAN/lockdep kernel (one more build)
-# and, for 2M THP under preempt=none, on its KMSAN kernel (a clang build;
-# three times the guest memory); on 7.3 each clear prefix built, the
-# selftests against stock 7.3's record, and one clear run of stock 6.12,
-# stock 7.3 and the series on 7.3 with perf bench mem mmap.
+# Everything in 'test' plus, on 6.12, each prefix of both series built,
+# the clear checks (zero read-back, broken kernel, selftests against
+# stock's record under preempt=none and full); on 7.3 the selftests
+# against stock 7.3's record, the contiguity check on the hotplug kernels
+# and one clear run of stock 6.12, stock 7.3 and the series on 7.3 with
+# perf bench mem mmap; the tracepoint-guard and KASAN/lockdep/kmemleak
+# kernels, the zero read-back on the clear series' KASAN/lockdep kernel
+# and, for 2M THP, on its KMSAN kernel (a clang build; three times the
+# guest memory).
 test-full:
 	$(ZDINIT) test --full
 
@@ -46,7 +44,7 @@ test-full:
 test-unit:
 	$(ZDINIT) test --unit
 
-# Huge-page clearing: stock 6.12 vs the linux-6.12-clear series.
+# Huge-page clearing: stock vs the clear series of the base (7.3 by default).
 bench-clear:
 	$(ZDINIT) clear $(BASE_OPTION)
 
