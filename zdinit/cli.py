@@ -381,7 +381,8 @@ def parser():
                            for name, sc in scenarios.SCENARIOS.items()))
     r.add_argument("--kernels", default="base,patched",
                    type=comma_list("kernel", BENCH_KERNELS),
-                   help="comma list of: " + ", ".join(BENCH_KERNELS))
+                   help="comma list of: " + ", ".join(BENCH_KERNELS)
+                   + " (default: base,patched)")
     r.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_BENCH),
                    type=comma_list("scenario", tuple(scenarios.SCENARIOS)),
                    help="comma list of: " + ", ".join(scenarios.SCENARIOS)
@@ -393,7 +394,9 @@ def parser():
                    "kmem and virtio-mem (default 5)")
     r.add_argument("--align", type=comma_list("alignment",
                                               tuple(scenarios.ALIGNS)),
-                   help="devdax alignments, e.g. 2M,1G")
+                   help="devdax alignments, comma list of: "
+                   + ", ".join(scenarios.ALIGNS) + " (default: devdax-dev "
+                   "2M, devdax-mem 2M,1G)")
     r.add_argument("--strategies",
                    type=comma_list("strategy", STRATEGIES,
                                    scenarios.check_strategy),
