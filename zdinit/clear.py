@@ -37,7 +37,8 @@ def kernel_pairs(variants, on_bases):
 
 
 def kernel_name(base, variant):
-    return f"{base.name}/{variant}"
+    """What a run across bases calls a kernel: its cache directory name."""
+    return build.work_name(variant, base)
 
 
 # Methods each kernel interleaves in a boot: stock has one (on 6.12 it
