@@ -89,7 +89,7 @@ def test_plan_defaults_and_kernel_command_line():
 
 def test_one_g_pages_need_the_cpu_flag_under_kvm(monkeypatch):
     monkeypatch.setattr(clear, "host_has_1g_pages", lambda: False)
-    monkeypatch.setattr(clear.build, "build", lambda v, b: type("K", (), {
+    monkeypatch.setattr(clear.build, "build", lambda v, b, c: type("K", (), {
         "variant": v, "base": b, "out": ROOT})())
     monkeypatch.setattr(clear.initramfs, "build", lambda k, d, t: d)
     monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("kvm", "test"))

@@ -5,7 +5,8 @@ import os
 import pathlib
 import subprocess
 
-from zdinit import hotplug, parse, placement, progress, qemu, scenarios, stats
+from zdinit import (build, hotplug, initramfs, parse, placement, progress,
+                    qemu, scenarios, stats)
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
@@ -22,6 +23,16 @@ class Target:
     strategies: tuple
     hotplug_strategies: tuple = ("default",)
     contiguity: bool = False
+
+
+def build_target(variant, base, strategies, hotplug_strategies=("default",),
+                 contiguity=False, tools=None):
+    """Build the kernel (contiguity: with the contiguity check) and its
+    initramfs (tools: more static binaries for it); its Target."""
+    kernel = build.build(variant, base, contiguity)
+    initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz", tools)
+    return Target(kernel, initrd, tuple(strategies), tuple(hotplug_strategies),
+                  contiguity)
 
 
 def check_resources(specs):

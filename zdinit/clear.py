@@ -140,12 +140,9 @@ def prepare(spec, kernels, with_perf=False):
     the kernels ((base, variant) pairs) and their initramfs images; pick
     the accelerator."""
     tools = {"perf": perf.binary()} if with_perf else {}
-    targets = []
-    for base, variant in kernels:
-        kernel = build.build(variant, base)
-        initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz",
-                                 tools)
-        targets.append(bench.Target(kernel, initrd, METHODS[variant]))
+    targets = [bench.build_target(variant, base, METHODS[variant],
+                                  tools=tools)
+               for base, variant in kernels]
     accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
     progress.say(f"accelerator: {accel} ({why})")
     # TCG's 'max' CPU has 1G pages; under KVM the guest gets the host's.

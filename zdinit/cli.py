@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 
-from zdinit import (bases, bench, build, cache, clear, deps, initramfs, lab,
+from zdinit import (bases, bench, build, cache, clear, deps, lab,
                     progress, qemu, report, safety, scenarios, selftest,
                     series, source)
 from zdinit.errors import UsageError, ZdinitError
@@ -94,13 +94,11 @@ def prepare_target(variant, base, strategies, hotplug_strategies=None,
     """hotplug_strategies: what the patched kernel onlines with, each in
     turn (None: the kernel's choice, not touching the knob); contiguity:
     build it with the contiguity check."""
-    kernel = build.build(variant, base, contiguity)
-    initrd = initramfs.build(kernel, kernel.out / "initramfs.cpio.gz")
     stock = variant in ("base", *HOTPLUG_KERNELS)
-    return bench.Target(kernel, initrd,
-                        ("default",) if stock else tuple(strategies),
-                        ("default",) if stock or not hotplug_strategies
-                        else tuple(hotplug_strategies), contiguity)
+    return bench.build_target(
+        variant, base, ("default",) if stock else strategies,
+        ("default",) if stock or not hotplug_strategies
+        else hotplug_strategies, contiguity)
 
 
 def cmd_safety(args):
