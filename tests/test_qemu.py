@@ -98,3 +98,14 @@ def test_a_failure_kills_the_running_guest_and_starts_no_more(monkeypatch):
     assert time.monotonic() - began < 30
     assert guest.killed.is_set()
     assert sorted(started) in ([0, 1], [0, 1, 2])
+
+
+def test_two_images_with_one_tag_are_two_files(tmp_path, monkeypatch):
+    """Guests map their NVDIMM files shared: one file given to two guests
+    would let them write into each other's memory."""
+    monkeypatch.setattr(qemu, "image_dir", lambda touched: tmp_path)
+    with qemu.SparseImage(1 << 20, 0, "job-base-0") as a, \
+            qemu.SparseImage(1 << 20, 0, "job-base-0") as b:
+        assert a.path != b.path
+        assert a.path.stat().st_size == b.path.stat().st_size == 1 << 20
+    assert not a.path.exists() and not b.path.exists()

@@ -6,6 +6,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -260,14 +261,24 @@ def image_dir(touched_bytes):
 
 
 class SparseImage:
-    """A fresh sparse NVDIMM backing file, removed when done."""
+    """A fresh sparse NVDIMM backing file, removed when done.
+
+    QEMU maps it shared, so two guests given the same file would write
+    into each other's memory: the name is made unique where it is created
+    (O_EXCL), not merely per process, since runs in other PID namespaces
+    can share /dev/shm."""
 
     def __init__(self, size, touched_bytes, tag):
-        self.path = image_dir(touched_bytes) / f"zdinit-{os.getpid()}-{tag}.img"
+        self.directory = image_dir(touched_bytes)
+        self.tag = tag
         self.size = size
+        self.path = None
 
     def __enter__(self):
-        with open(self.path, "wb") as fh:
+        fd, name = tempfile.mkstemp(prefix=f"zdinit-{self.tag}-",
+                                    suffix=".img", dir=self.directory)
+        self.path = pathlib.Path(name)
+        with os.fdopen(fd, "wb") as fh:
             fh.truncate(self.size)
         return self
 
