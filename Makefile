@@ -7,7 +7,7 @@ ZDINIT := $(PYTHON) -m zdinit
 # BASE=6.12 runs a target on the backport instead of the default base (7.3).
 BASE_OPTION := $(if $(BASE),--base $(BASE))
 
-.PHONY: setup bench bench-clear test test-full test-unit lab selftest safety check-series clean
+.PHONY: setup bench bench-clear test test-full test-unit lab selftest safety check-series docs clean
 
 setup:
 	$(ZDINIT) setup $(BASE_OPTION)
@@ -62,6 +62,10 @@ safety:
 
 check-series:
 	$(ZDINIT) check-series $(BASE_OPTION)
+
+# The results tables of README.md and docs/, rendered from docs/results/.
+docs:
+	$(ZDINIT) docs
 
 clean:
 	$(MAKE) -C lab clean

@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 
-from zdinit import (bases, bench, build, cache, clear, deps, lab,
+from zdinit import (bases, bench, build, cache, clear, deps, docs, lab,
                     progress, qemu, report, safety, scenarios, selftest,
                     series, source)
 from zdinit.errors import UsageError, ZdinitError
@@ -301,6 +301,18 @@ def cmd_test(args):
                           f"exit {rc}; its summary is above)", exit_code=rc)
 
 
+def cmd_docs(args):
+    # No cache and no lock: it reads the committed runs and the pages.
+    stale, count = docs.update(check=args.check)
+    if args.check and stale:
+        raise ZdinitError("tables differ from what their runs render in "
+                          + ", ".join(stale)
+                          + " (run 'python3 -m zdinit docs')")
+    done = "checked" if args.check else "rendered"
+    print(f"{done} {count} tables" + (f"; changed {', '.join(stale)}"
+                                      if stale and not args.check else ""))
+
+
 def cmd_capture_vectors(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
@@ -482,6 +494,13 @@ def parser():
     which.add_argument("--unit", action="store_true", help="unit and lab "
                        "tests only (make test-unit): no kernel, no cache")
     ts.set_defaults(func=cmd_test)
+
+    dc = sub.add_parser("docs", help="render the results tables of "
+                        "README.md and docs/ from the runs in docs/results/")
+    dc.add_argument("--check", action="store_true",
+                    help="change nothing; fail if a table differs from "
+                    "what its run renders")
+    dc.set_defaults(func=cmd_docs)
 
     cv = sub.add_parser("capture-vectors", help="record the struct page "
                         "images of the base kernel for the lab")
