@@ -94,9 +94,10 @@ def provenance(run):
 
 def caption(run, results):
     env = results["env"]
-    versions = ", ".join(sorted(set(env["kernels"].values())))
+    versions = sorted(set(env["kernels"].values()))
     return (f"`docs/results/{run}/`: `{results['command']}` at "
-            f"{env['project_rev']}, kernel {versions}, "
+            f"{env['project_rev']}, kernel{'s' * (len(versions) > 1)} "
+            f"{', '.join(versions)}, "
             f"{env['accel'].upper()} on {env['host_cpu']} "
             f"({env['host_cpus']} CPUs).")
 
