@@ -1,0 +1,193 @@
+"""The documentation cannot drift: its tables are what the committed runs
+render, its ratios come from those tables, its command reference names
+everything the CLI and the Makefile offer, and every command it shows
+parses.  Unit tests: no kernel, no cache."""
+import json
+import re
+import shlex
+import shutil
+
+import pytest
+
+from conftest import ROOT
+from zdinit import cli, docs
+from zdinit.errors import UsageError
+
+PAGES = docs.pages()
+
+
+def text(page):
+    return page.read_text()
+
+
+def test_every_table_is_what_its_run_renders():
+    stale, count = docs.update(check=True)
+    assert count, "no rendered tables found: the markers are gone"
+    assert not stale, ("edited by hand or out of date (run 'python3 -m "
+                       f"zdinit docs'): {stale}")
+
+
+def test_an_edited_number_in_a_table_is_found():
+    page = text(ROOT / "README.md")
+    edited = re.sub(r"\| (\d+)\.(\d\d)x", r"| \g<1>.9\2x", page, count=1)
+    assert edited != page
+    assert docs.render_page(edited, "README.md") == page
+
+
+def fake_run(tmp_path, monkeypatch, command, rev):
+    run = tmp_path / "run"
+    run.mkdir()
+    src = json.loads((docs.RESULTS / "bench-100g-7.3" / "results.json")
+                     .read_text())
+    src["command"] = command
+    src["env"]["project_rev"] = rev
+    (run / "results.json").write_text(json.dumps(src))
+    monkeypatch.setattr(docs, "RESULTS", tmp_path)
+    return "run bench"
+
+
+@pytest.mark.parametrize("command,rev,why", [
+    ("python3 -m zdinit bench", "0123abcd-dirty", "dirty tree"),
+    ("", "0123abcd", "records no command"),
+    ("python3 -m zdinit bench", None, "records no project revision"),
+])
+def test_a_run_without_provenance_is_refused(tmp_path, monkeypatch,
+                                             command, rev, why):
+    spec = fake_run(tmp_path, monkeypatch, command, rev)
+    with pytest.raises(UsageError, match=why):
+        docs.render(spec)
+
+
+def test_the_committed_dirty_run_is_refused():
+    with pytest.raises(UsageError, match="dirty tree"):
+        docs.render("bench-100g-7.3-first bench")
+
+
+def test_a_view_of_a_column_the_table_lacks_is_refused():
+    with pytest.raises(UsageError, match="no column 'median'"):
+        docs.render("bench-100g-7.3 bench; columns: scenario, median")
+
+
+def prose(page_text):
+    """The page without its rendered tables and code blocks."""
+    without = docs.MARKER.sub("", page_text)
+    return re.sub(r"```.*?```", "", without, flags=re.S)
+
+
+RATIO = re.compile(r"\b\d+\.\d\dx")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_ratios_in_the_prose_come_from_the_pages_tables(page):
+    """A ratio quoted in the text is one a rendered table of the same page
+    shows, so re-rendering cannot leave it behind."""
+    body = text(page)
+    rendered = "".join(m["body"] for m in docs.MARKER.finditer(body))
+    typed = sorted(set(RATIO.findall(prose(body))) - set(
+        RATIO.findall(rendered)))
+    assert not typed, f"{page.name}: ratios no table on the page shows: {typed}"
+
+
+def reference():
+    """The README's command reference section."""
+    readme = text(ROOT / "README.md")
+    match = re.search(r"^## Command reference\n(.*?)(?=^## )", readme,
+                      re.S | re.M)
+    assert match, "README.md has no '## Command reference' section"
+    return match.group(1)
+
+
+def subcommands():
+    parser = cli.parser()
+    action = next(a for a in parser._actions
+                  if a.__class__.__name__ == "_SubParsersAction")
+    return action.choices
+
+
+def make_targets():
+    makefile = (ROOT / "Makefile").read_text()
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split()
+    rules = re.findall(r"^([a-z][a-z-]*):", makefile, re.M)
+    assert sorted(phony) == sorted(rules), "Makefile's .PHONY and rules differ"
+    return phony
+
+
+@pytest.mark.parametrize("name", sorted(subcommands()))
+def test_every_subcommand_and_option_is_in_the_reference(name):
+    rows = [line for line in reference().splitlines()
+            if line.startswith(f"| `python3 -m zdinit {name} ")
+            or line.startswith(f"| `python3 -m zdinit {name}`")]
+    assert len(rows) == 1, f"'{name}' has {len(rows)} rows in the reference"
+    options = [opt for action in subcommands()[name]._actions
+               for opt in action.option_strings if opt.startswith("--")
+               and opt != "--help"]
+    missing = [opt for opt in options if opt not in rows[0]]
+    assert not missing, f"'{name}' options missing from its row: {missing}"
+
+
+def test_every_kernel_the_build_offers_is_in_the_reference():
+    row = next(line for line in reference().splitlines()
+               if line.startswith("| `python3 -m zdinit build "))
+    missing = [v for v in cli.VARIANTS if f"`{v}`" not in row]
+    assert not missing, f"kernels missing from build's row: {missing}"
+
+
+@pytest.mark.parametrize("target", make_targets())
+def test_every_make_target_is_in_the_reference(target):
+    assert f"`make {target}`" in reference(), \
+        f"make {target} is not in the command reference"
+
+
+def shell_commands(page_text):
+    """Each command of the page's sh code blocks: continuation lines
+    joined, comments dropped, split at && and ;."""
+    for block in re.findall(r"```sh\n(.*?)```", page_text, re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"(^|\s)#.*", "", line).strip()
+            for command in re.split(r"&&|;", line):
+                if command.strip():
+                    yield command.strip()
+
+
+def check_command(command):
+    """None if the command is one the project offers as written, else
+    why not."""
+    words = shlex.split(command)
+    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
+        words = words[1:]              # VAR=value for the command
+    if words[:3] == ["python3", "-m", "zdinit"]:
+        try:
+            cli.parser().parse_args(cli.join_dash_values(words[3:]))
+        except SystemExit as exit:
+            return None if exit.code == 0 else "zdinit refuses it"
+        return None
+    if words[0] == "make":
+        targets = [w for w in words[1:] if "=" not in w and w != "-C"]
+        if "-C" in words:
+            return None if (ROOT / words[words.index("-C") + 1]).is_dir() \
+                else "no such directory"
+        unknown = [t for t in targets if t not in make_targets()]
+        return f"no make target {unknown}" if unknown else None
+    if words[0].startswith("lab/build/"):
+        built = words[0].removeprefix("lab/build/")
+        return None if f"$(BUILD)/{built}:" in (
+            ROOT / "lab" / "Makefile").read_text() else "lab builds no such"
+    if words[0] in ("python3", "/usr/bin/python3") and len(words) > 1 \
+            and not words[1].startswith("-"):
+        return None if (ROOT / words[1]).is_file() else "no such script"
+    return None if shutil.which(words[0]) else f"no program {words[0]}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_command_in_a_code_block_parses(page, capsys):
+    bad = [(c, why) for c in shell_commands(text(page))
+           if (why := check_command(c))]
+    capsys.readouterr()                # argparse's own messages
+    assert not bad, f"{page.name}: {bad}"
+
+
+def test_a_bogus_command_is_caught():
+    assert check_command("python3 -m zdinit bench --no-such-option")
+    assert check_command("python3 -m zdinit frobnicate")
+    assert check_command("make no-such-target")
+    assert check_command("python3 -m zdinit bench --base 6.12") is None
