@@ -204,3 +204,20 @@ def test_every_harness_module_is_in_the_layout():
     missing = [m.stem for m in sorted((ROOT / "zdinit").glob("*.py"))
                if not m.stem.startswith("__") and f"`{m.stem}`" not in readme]
     assert not missing, f"modules missing from README's layout: {missing}"
+
+
+def test_docs_command_checks_then_renders(tmp_path, monkeypatch, capsys):
+    """--check changes nothing and fails in one line naming the page; the
+    command without it puts the run's numbers back."""
+    (tmp_path / "docs").mkdir()
+    page = text(ROOT / "README.md")
+    edited = re.sub(r"\| (\d+)\.(\d\d)x", r"| \g<1>.9\2x", page, count=1)
+    (tmp_path / "README.md").write_text(edited)
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    assert cli.main(["docs", "--check"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "differ from what their runs render in " \
+        "README.md" in err[0], err
+    assert (tmp_path / "README.md").read_text() == edited
+    assert cli.main(["docs"]) == 0
+    assert (tmp_path / "README.md").read_text() == page

@@ -197,8 +197,9 @@ def render(spec):
     return caption(run, results) + "\n\n" + "\n".join(lines) + "\n"
 
 
-def pages(root=ROOT):
+def pages(root=None):
     """README.md and the docs pages (not the runs' own notes)."""
+    root = root or ROOT
     return [root / "README.md"] + sorted((root / "docs").glob("*.md"))
 
 
@@ -214,9 +215,10 @@ def render_page(text, name):
     return MARKER.sub(one, text)
 
 
-def update(check=False, root=ROOT):
+def update(check=False, root=None):
     """Render every page's tables; returns the pages whose tables were
     (with check: would be) changed, and the number of tables."""
+    root = root or ROOT
     stale, count = [], 0
     for page in pages(root):
         text = page.read_text()
