@@ -15,10 +15,12 @@ def check_resources(plan, variants):
     """Refuse, before the lock and before apt, a guest the host cannot
     back.  plan: (family, spec) pairs; variants: the kernels' names."""
     for family, spec in plan:
-        bytes_needed, what = max((family.host_bytes(spec, v), v)
-                                 for v in variants)
-        qemu.require_host_memory(
-            bytes_needed, f"{family.describe(spec)} for kernel '{what}'")
+        needs = {v: family.host_bytes(spec, v) for v in variants}
+        largest = max(needs, key=needs.get)
+        what = family.describe(spec)
+        if len(set(needs.values())) > 1:
+            what += f" for kernel '{largest}'"
+        qemu.require_host_memory(needs[largest], what)
 
 
 def split_rounds(n, rounds):
