@@ -159,6 +159,18 @@ def test_runs_table_speedup_is_rate_over_rate():
     assert lazy[5:8] == ["-", "-", "-"] and lazy[-1] == "-"
 
 
+def test_vs_base_is_the_ratio_of_the_medians_shown():
+    """Two loops: the median GB/s is a mean of two rates, and the ratio
+    must be of those medians, not of the median times."""
+    spec = scenarios.plan_clear(["2M"], "64M", loops=2)
+    samples = {("2M", "lazy", "7.3", "clear-base", "default"): entry([1.0, 3.0]),
+               ("2M", "lazy", "7.3", "clear", "stream"): entry([4.0, 4.0])}
+    ours = next(r for r in clear.runs_table(samples, [spec])
+                if r["kernel"] == "clear")
+    assert ours["vs_base"]["speedup"] == pytest.approx(
+        ours["median_gbps"] / 2.0) == pytest.approx(2.0)
+
+
 def test_default_kernels_are_stock_on_every_base_and_ours_on_the_last():
     b612, b73 = bases.BASES["6.12"], bases.BASES["7.3"]
     assert clear.kernel_pairs(None, [b612, b73]) == [

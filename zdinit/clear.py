@@ -251,9 +251,10 @@ def runs_table(samples, specs=()):
         base = samples.get((page, preempt, base_name, "clear-base",
                             "default"))
         if base and kernel != "clear-base":
-            # GB/s is a rate: 'other / base' is base's time over other's.
-            record["vs_base"] = stats.speedup([1 / g for g in base["gbps"]],
-                                              [1 / g for g in e["gbps"]])
+            # GB/s is a rate: the ratio is this row's median over stock's,
+            # the two medians the table shows (a ratio of median times
+            # differs from it where N is even).
+            record["vs_base"] = stats.speedup(e["gbps"], base["gbps"])
         if e["latency"]:
             record["max_wait_ms"] = max(x["max_wait_ns"] for x in e["latency"]) / 1e6
         if e["latency"] and preempt in BATCHED_MODELS:
