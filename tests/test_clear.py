@@ -1,12 +1,14 @@
 """The clear family's host side and guest tool, without a kernel build."""
 import json
 import subprocess
+import types
 
 import pytest
 
 from conftest import DATA, ROOT
 from test_cli_errors import run_zdinit
-from zdinit import bases, clear, initramfs, qemu, scenarios
+from zdinit import (bases, clear, families, initramfs, qemu, report, runner,
+                    scenarios)
 from zdinit.errors import UsageError, ZdinitError
 
 G = 1 << 30
@@ -114,6 +116,7 @@ def test_parse_a_real_guest_log():
 
 def entry(gbps, latency=(), demand=(), populate=()):
     return {"gbps": list(gbps), "latency": list(latency), "rule": None,
+            "size": 64 << 20,
             "perf": {"demand": list(demand), "populate": list(populate)}}
 
 
@@ -129,7 +132,7 @@ def test_runs_table_speedup_is_rate_over_rate():
         ("2M", "lazy", "7.3", "clear", "stream"): entry([2.0] * 3, wait),
     }
     runs = {(r["base"], r["kernel"]): r
-            for r in clear.runs_table(samples, spec)}
+            for r in clear.runs_table(samples, [spec])}
     ours = runs[("6.12", "clear")]
     assert ours["vs_base"]["speedup"] == pytest.approx(2.0)
     assert runs[("7.3", "clear")]["vs_base"]["speedup"] == pytest.approx(0.5)
@@ -144,7 +147,8 @@ def test_runs_table_speedup_is_rate_over_rate():
     assert "per_batch_ms" not in runs[("7.3", "clear")]
     assert "vs_base" not in runs[("6.12", "clear-base")]
     assert runs[("7.3", "clear-base")]["perf"] == {}
-    table = clear.text_table(list(runs.values())).splitlines()
+    table = report.text_table(list(runs.values()), clear.HEADER,
+                              clear.rows).splitlines()
     assert table[0].split()[:5] == ["base", "kernel", "method", "page",
                                     "preempt"]
     row = table[2 + list(runs).index(("6.12", "clear"))].split()
@@ -153,6 +157,18 @@ def test_runs_table_speedup_is_rate_over_rate():
     assert row[-4:] == ["2.00x", "[2.00-2.00]", "3.0", "4.5"]
     lazy = table[2 + list(runs).index(("7.3", "clear"))].split()
     assert lazy[5:8] == ["-", "-", "-"] and lazy[-1] == "-"
+
+
+def test_vs_base_is_the_ratio_of_the_medians_shown():
+    """Two loops: the median GB/s is a mean of two rates, and the ratio
+    must be of those medians, not of the median times."""
+    spec = scenarios.plan_clear(["2M"], "64M", loops=2)
+    samples = {("2M", "lazy", "7.3", "clear-base", "default"): entry([1.0, 3.0]),
+               ("2M", "lazy", "7.3", "clear", "stream"): entry([4.0, 4.0])}
+    ours = next(r for r in clear.runs_table(samples, [spec])
+                if r["kernel"] == "clear")
+    assert ours["vs_base"]["speedup"] == pytest.approx(
+        ours["median_gbps"] / 2.0) == pytest.approx(2.0)
 
 
 def test_default_kernels_are_stock_on_every_base_and_ours_on_the_last():
@@ -165,13 +181,19 @@ def test_default_kernels_are_stock_on_every_base_and_ours_on_the_last():
         (b612, "clear"), (b73, "clear")]
 
 
+def target(base, variant):
+    """A Target of variant on base, as far as the clear family reads it."""
+    return types.SimpleNamespace(kernel=types.SimpleNamespace(
+        base=bases.BASES[base], variant=variant))
+
+
 def test_a_boot_with_missing_results_is_an_error():
     spec = scenarios.plan_clear(["2M", "1G"], "1G", loops=2)
     run = clear.ClearRun(bench=[{"page": "2M", "method": "cached",
                                  "bytes": "1", "ns": "1"}],
-                         latency=[], zero=[], rule=None)
+                         latency=[], zero=[], rule=None, preempt="none")
     with pytest.raises(ZdinitError, match="1 bench results, expected 8"):
-        clear.collect({}, spec, run, ("6.12", "clear"), "none", 2, "test")
+        clear.check_run(spec, run, "test", target("6.12", "clear"), "none", 2)
 
 
 def bench_lines(pages, methods, share, perf_functions=clear.PERF_FUNCTIONS):
@@ -194,15 +216,15 @@ def test_perf_results_are_parsed_and_counted():
     run = clear.parse_run(log)
     assert run.preempt == "lazy" and len(run.perf) == 16
     samples = {}
-    clear.collect(samples, spec, run, ("7.3", "clear"), "lazy", 2, "test")
+    clear.check_run(spec, run, "test", target("7.3", "clear"), "lazy", 2)
+    clear.collect(samples, spec, run, target("7.3", "clear"))
     e = samples[("1G", "lazy", "7.3", "clear", "stream")]
     assert e["perf"] == {"demand": [2.5, 2.5], "populate": [2.5, 2.5]}
     # A perf line missing (perf failed in one loop) is an error.
-    short = clear.parse_run(bench_lines(["2M", "1G"], ["cached", "stream"], 2)
-                            .rsplit("\n", 1)[0])
+    short = clear.parse_run(log.rsplit("\n", 1)[0])
     with pytest.raises(ZdinitError, match="15 perf bench results, "
                        "expected 16"):
-        clear.collect({}, spec, short, ("7.3", "clear"), "lazy", 2, "test")
+        clear.check_run(spec, short, "test", target("7.3", "clear"), "lazy", 2)
 
 
 @pytest.mark.parametrize("reported,ok", [("full", True), ("lazy", False),
@@ -270,16 +292,20 @@ def test_guest_scripts_are_valid_shell():
 
 def test_memory_check_uses_the_guest_size(monkeypatch):
     monkeypatch.setattr(qemu, "mem_available", lambda: 6 * G)
-    clear.check_resources(scenarios.plan_clear(["2M"], "2G"), ["clear"])
+
+    def check_resources(spec, variants):
+        runner.check_resources([(families.CLEARING, spec)], variants)
+
+    check_resources(scenarios.plan_clear(["2M"], "2G"), ["clear"])
     with pytest.raises(ZdinitError, match="use a smaller --size"):
-        clear.check_resources(scenarios.plan_clear(["2M"], "4G"), ["clear"])
+        check_resources(scenarios.plan_clear(["2M"], "4G"), ["clear"])
     # A KMSAN guest needs three times the memory.
     spec = scenarios.plan_clear(["2M"], "512M")
     assert clear.guest_ram_mb(spec, "clear-kmsan") == \
         3 * clear.guest_ram_mb(spec, "clear")
-    clear.check_resources(spec, ["clear"])
+    check_resources(spec, ["clear"])
     with pytest.raises(ZdinitError, match="for kernel 'clear-kmsan'"):
-        clear.check_resources(spec, ["clear", "clear-kmsan"])
+        check_resources(spec, ["clear", "clear-kmsan"])
 
 
 def test_broken_series_is_the_clear_series_plus_one_test_patch():

@@ -187,13 +187,13 @@ def test_bench_refuses_a_bad_thread_count_before_work(tmp_path):
 
 
 def test_too_big_for_host_memory_is_refused(monkeypatch):
-    from zdinit import bench, scenarios
+    from zdinit import families, runner, scenarios
     from zdinit.errors import ZdinitError
 
     monkeypatch.setattr(qemu, "mem_available", lambda: 4 << 30)
-    specs = scenarios.plan(["fsdax-mem"], size="256G")
+    spec, = scenarios.plan(["fsdax-mem"], size="256G")
     with pytest.raises(ZdinitError, match="host memory.*smaller --size"):
-        bench.check_resources(specs)
+        runner.check_resources([(families.REBIND, spec)], ["base"])
 
 
 def test_a_base_without_the_series_is_refused_before_any_build(tmp_path):

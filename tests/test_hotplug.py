@@ -4,7 +4,7 @@ import re
 import pytest
 
 from conftest import ROOT
-from zdinit import bench, hotplug, parse, report, scenarios
+from zdinit import bench, families, hotplug, parse, report, runner, scenarios
 from zdinit.errors import ZdinitError
 
 BLOCK_PAGES = 32768              # 128 MiB memory blocks
@@ -198,7 +198,8 @@ def test_samples_and_tables():
     assert row[header.index("rest outside online_pages")] == "1.96 (20%)"
     base = next(r for r in breakdown if r[:2] == ["kmem movable mom", "base"])
     assert base[header.index("online_pages")] == "-"
-    assert "Onlining: where the time goes" in report.summary_md(
+    assert "### onlining, median ms (share of the online wall time)" in \
+        families.summary_md(
         {"env": {"accel": "tcg", "accel_reason": "x", "kernels": {},
                  "host_cpu": "x", "host_cpus": 2, "host_kernel": "x",
                  "qemu": "x", "project_rev": "x"},
@@ -283,8 +284,8 @@ def test_real_log_missing_a_block_is_rejected():
                           "kmem", timed=True)
 
 
-def test_run_bench_boots_each_family(monkeypatch, tmp_path):
-    """run_bench() with QEMU replaced by captured consoles: the boots it
+def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
+    """runner.run() with QEMU replaced by captured consoles: the boots it
     asks for and the samples it collects, ZONE_DEVICE and hotplug alike."""
     import contextlib
     import types
@@ -308,21 +309,24 @@ def test_run_bench_boots_each_family(monkeypatch, tmp_path):
 
     monkeypatch.setattr(qemu, "boot", fake_boot)
     monkeypatch.setattr(qemu, "SparseImage", fake_image)
-    monkeypatch.setattr(bench, "check_resources", lambda specs: None)
 
     def target(variant):
         return bench.Target(types.SimpleNamespace(variant=variant), None,
                             ("default",) if variant == "base" else ("auto",))
 
-    samples = bench.run_bench([target("base")],
-                              scenarios.plan(["fsdax-dev"], size="4G", n=3),
-                              1, "tcg", tmp_path)
+    def run(targets, specs):
+        plan = [(families.of_spec(spec), spec) for spec in specs]
+        samples = runner.run(plan, targets, 1, "tcg", tmp_path)
+        return {k: v for family in samples.values() for k, v in family.items()}
+
+    samples = run([target("base")],
+                  scenarios.plan(["fsdax-dev"], size="4G", n=3))
     assert boots == [("fsdax-dev", "base", "default", (), 0, 1)]
     assert len(samples[("fsdax-dev", "", "base", "default")]["samples_ms"]) == 3
 
     boots.clear()
     specs = scenarios.plan(["kmem", "virtio-mem"], size="1G", n=1)
-    samples = bench.run_bench([target("patched")], specs, 1, "tcg", tmp_path)
+    samples = run([target("patched")], specs)
     assert boots == [
         ("kmem", "patched", "default", ("log_buf_len=4M",), 0, 1),
         ("kmem", "patched", "default",

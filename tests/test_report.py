@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import report
+from zdinit import families, report
 
 RESULTS = {
     "command": "python3 -m zdinit bench",
@@ -30,7 +30,7 @@ def no_matplotlib(runs, path):
 def test_missing_matplotlib_costs_only_the_plot(tmp_path, monkeypatch,
                                                 capsys):
     monkeypatch.setattr(report, "plot", no_matplotlib)
-    report.write(RESULTS, tmp_path)
+    families.write(RESULTS, tmp_path)
     assert json.loads((tmp_path / "results.json").read_text()) == RESULTS
     assert "fsdax-dev" in (tmp_path / "summary.md").read_text()
     assert not (tmp_path / "bench.png").exists()

@@ -93,10 +93,11 @@ class ClearRun:
     selftests: list = dataclasses.field(default_factory=list)
     perf: list = dataclasses.field(default_factory=list)
     preempt: str | None = None   # the model the kernel says it runs
+    splats: list = dataclasses.field(default_factory=list)
 
 
 def parse_run(console):
-    run = ClearRun([], [], [], None)
+    run = ClearRun([], [], [], None, splats=parse.parse(console).splats)
     for raw in console.splitlines():
         line = raw[raw.find("@@zdinit "):].strip() if "@@zdinit " in raw else ""
         m = RESULT.match(line)
@@ -118,15 +119,6 @@ def kernel_cmdline(variant):
 def guest_ram_mb(spec, variant):
     factor = KMSAN_RAM_FACTOR if build.has_kmsan(variant) else 1
     return spec.guest_ram_mb() * factor
-
-
-def check_resources(spec, kernels):
-    """Refuse, before any boot, a size the host cannot back.  kernels:
-    variant names."""
-    kernel = max(kernels, key=lambda k: guest_ram_mb(spec, k))
-    qemu.require_host_memory(
-        guest_ram_mb(spec, kernel) * MiB,
-        f"clear at {scenarios.size_text(spec.size)} for kernel '{kernel}'")
 
 
 def host_has_1g_pages():
@@ -152,86 +144,80 @@ def prepare(spec, kernels, with_perf=False):
     return targets, accel, why
 
 
-def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
-         extra=None, cmdline=()):
+def boot_args(spec, target, scenario, preempt, n=1, extra=None, cmdline=()):
+    """What qemu.boot() is given for a guest/clear.sh scenario."""
     params = {"scenario": scenario, "size": spec.size, "n": n,
               "pages": ",".join(spec.pages),
               "strategies": ",".join(target.strategies)}
     params.update(extra or {})
-    result = qemu.boot(target.kernel, target.initrd, params, accel,
-                       ram_mb=guest_ram_mb(spec, target.kernel.variant),
-                       timeout_s=3600,
-                       log_path=log_path, label=label,
-                       cmdline=spec.cmdline(preempt)
-                       + kernel_cmdline(target.kernel.variant) + list(cmdline))
-    splats = parse.parse(result.log).splats
-    if splats:
-        raise ZdinitError(f"{label}: kernel reported: {splats[0]}")
-    run = parse_run(result.log)
-    # A model the kernel does not have is refused at boot and another runs:
-    # the run would be labelled with a model it did not use.
+    return {"params": params,
+            "ram_mb": guest_ram_mb(spec, target.kernel.variant),
+            "cmdline": tuple(spec.cmdline(preempt)
+                             + kernel_cmdline(target.kernel.variant))
+            + tuple(cmdline),
+            "timeout_s": 3600}
+
+
+def check_boot(run, preempt, label):
+    """No splat, and the kernel ran the model asked for: a model the kernel
+    does not have is refused at boot and another runs, so the run would
+    be labelled with a model it did not use."""
+    if run.splats:
+        raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
     if run.preempt != preempt:
         raise ZdinitError(f"{label}: the kernel runs preempt="
                           f"{run.preempt or '(not reported)'}, not the "
                           f"{preempt} asked for")
+
+
+def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
+         extra=None, cmdline=()):
+    """One boot of a check (zero read-back, selftests); its checked run."""
+    args = boot_args(spec, target, scenario, preempt, n, extra, cmdline)
+    result = qemu.boot(target.kernel, target.initrd, args["params"], accel,
+                       ram_mb=args["ram_mb"], timeout_s=args["timeout_s"],
+                       log_path=log_path, label=label,
+                       cmdline=args["cmdline"])
+    run = parse_run(result.log)
+    check_boot(run, preempt, label)
     return run
 
 
-def measure(targets, spec, rounds, accel, logs_dir):
-    """Boots alternate kernels inside each round and preemption model; a
-    kernel boots with the models of its base.
-
-    Returns samples keyed by (page, preempt, base, kernel, method):
-    {"gbps": [...], "latency": [{"fault_ns", "max_wait_ns"}], "rule": {},
-     "perf": {function: [GB/s, ...]}}.
-    """
-    samples = {}
-    shares = bench.split_rounds(spec.loops, rounds)
-    models = dict.fromkeys(model for target in targets
-                           for model in spec.models(target.kernel.base))
-    for r, share in enumerate(shares, 1):
-        for preempt in models:
-            for target in targets:
-                base, variant = target.kernel.base, target.kernel.variant
-                if preempt not in spec.models(base):
-                    continue
-                name = kernel_name(base, variant)
-                label = f"clear {name} preempt={preempt} round {r}/{len(shares)}"
-                progress.say(f"{label}: booting ({share} loops per method)")
-                run = boot(target, spec, "clear", preempt, accel,
-                           logs_dir / f"clear-{base.name}-{variant}-"
-                           f"{preempt}-r{r}.log", label, n=share)
-                collect(samples, spec, run, (base.name, variant), preempt,
-                        share, label)
-    return samples
-
-
-def collect(samples, spec, run, kernel, preempt, share, label):
-    """kernel: (base name, variant)."""
-    expected = len(spec.pages) * share * len(METHODS[kernel[1]])
+def check_run(spec, run, label, target, preempt, share):
+    """A measured boot: checked as any, and every method of the kernel
+    reported each page size share times, by zdclear and by perf."""
+    check_boot(run, preempt, label)
+    expected = len(spec.pages) * share * len(METHODS[target.kernel.variant])
     if len(run.bench) != expected:
         raise ZdinitError(f"{label}: {len(run.bench)} bench results, "
                           f"expected {expected}")
     if len(run.perf) != expected * len(PERF_FUNCTIONS):
         raise ZdinitError(f"{label}: {len(run.perf)} perf bench results, "
                           f"expected {expected * len(PERF_FUNCTIONS)}")
+
+
+def collect(samples, spec, run, target):
+    """Samples keyed by (page, preempt, base, kernel, method): {"gbps":
+    [...], "latency": [{"fault_ns", "max_wait_ns"}], "rule": {},
+    "perf": {function: [GB/s, ...]}, "size": bytes}."""
+    kernel = (target.kernel.base.name, target.kernel.variant)
     for result in run.bench:
-        entry = _entry(samples, result, preempt, kernel, run.rule)
+        entry = _entry(samples, result, run, kernel, spec)
         entry["gbps"].append(int(result["bytes"]) / int(result["ns"]))
     for result in run.perf:
-        entry = _entry(samples, result, preempt, kernel, run.rule)
+        entry = _entry(samples, result, run, kernel, spec)
         entry["perf"][result["function"]].append(
             int(result["bytes_per_s"]) / 1e9)
     for result in run.latency:
-        entry = _entry(samples, result, preempt, kernel, run.rule)
+        entry = _entry(samples, result, run, kernel, spec)
         entry["latency"].append({"fault_ns": int(result["fault_ns"]),
                                  "max_wait_ns": int(result["max_wait_ns"])})
 
 
-def _entry(samples, result, preempt, kernel, rule):
-    key = (result["page"], preempt, *kernel, result["method"])
+def _entry(samples, result, run, kernel, spec):
+    key = (result["page"], run.preempt, *kernel, result["method"])
     return samples.setdefault(key, {
-        "gbps": [], "latency": [], "rule": rule,
+        "gbps": [], "latency": [], "rule": run.rule, "size": spec.size,
         "perf": {function: [] for function in PERF_FUNCTIONS}})
 
 
@@ -247,14 +233,14 @@ def _row_order(item):
     return page, base, kernel, preempt, method
 
 
-def runs_table(samples, spec):
+def runs_table(samples, specs=()):
     """results.json records: GB/s summary, vs clear-base, worst wait."""
     runs = []
     for (page, preempt, base_name, kernel, method), e in sorted(
             samples.items(), key=_row_order):
         record = {"base": base_name, "page": page, "preempt": preempt,
                   "kernel": kernel, "method": method,
-                  "size_bytes": spec.size, "samples_gbps": e["gbps"],
+                  "size_bytes": e["size"], "samples_gbps": e["gbps"],
                   "latency": e["latency"], "rule": e["rule"]}
         record.update(gbps_summary(e["gbps"]))
         record["perf"] = {function: dict(gbps_summary(values),
@@ -265,16 +251,17 @@ def runs_table(samples, spec):
         base = samples.get((page, preempt, base_name, "clear-base",
                             "default"))
         if base and kernel != "clear-base":
-            # GB/s is a rate: 'other / base' is base's time over other's.
-            record["vs_base"] = stats.speedup([1 / g for g in base["gbps"]],
-                                              [1 / g for g in e["gbps"]])
+            # GB/s is a rate: the ratio is this row's median over stock's,
+            # the two medians the table shows (a ratio of median times
+            # differs from it where N is even).
+            record["vs_base"] = stats.speedup(e["gbps"], base["gbps"])
         if e["latency"]:
             record["max_wait_ms"] = max(x["max_wait_ns"] for x in e["latency"]) / 1e6
         if e["latency"] and preempt in BATCHED_MODELS:
             # What one batch costs at the speed this guest cleared at: the
             # bound batching promises where the model is not preemptible.
             record["per_batch_ms"] = min(
-                x["fault_ns"] for x in e["latency"]) / 1e6 * BATCH / spec.size
+                x["fault_ns"] for x in e["latency"]) / 1e6 * BATCH / e["size"]
         runs.append(record)
     return runs
 
@@ -316,14 +303,6 @@ def rows(runs):
     return out
 
 
-def text_table(runs):
-    return report.text_table(runs, HEADER, rows)
-
-
-def markdown_table(runs):
-    return report.markdown_table(runs, HEADER, rows)
-
-
 # Said with every table: what a TCG guest's numbers can and cannot show.
 TCG_NOTE = (
     "Under TCG (QEMU's emulator) GB/s rank nothing: every store is "
@@ -332,35 +311,6 @@ TCG_NOTE = (
     "runs, that each kernel takes the clearing path named, with the "
     "preemption model asked for, and (clear-check) that every cleared "
     "page reads back zero.")
-
-
-def summary_text(results, accel):
-    note = f"\n\n{TCG_NOTE}" if accel == "tcg" else ""
-    return (f"# clear: demand-fault clearing in the guest\n\n"
-            f"`{results['command']}`{note}\n\n"
-            f"{markdown_table(results['runs'])}\n")
-
-
-def run_bench(spec, rounds, kernels, command_line):
-    """The measured run: results/<stamp>/ with results.json and summary.md.
-    kernels: (base, variant) pairs."""
-    targets, accel, why = prepare(spec, kernels, with_perf=True)
-    # Before the boots: the revision is the one that ran.
-    env = bench.environment(accel, why, targets,
-                            lambda k: kernel_name(k.base, k.variant))
-    partial, final = report.new_results_dir()
-    try:
-        samples = measure(targets, spec, rounds, accel, partial / "logs")
-        runs = runs_table(samples, spec)
-        results = {"command": command_line, "env": env, "runs": runs}
-        (partial / "results.json").write_text(
-            json.dumps(results, indent=1) + "\n")
-        (partial / "summary.md").write_text(summary_text(results, accel))
-    except BaseException:
-        failed = report.mark_failed(partial)
-        progress.say(f"incomplete run; logs kept in {failed}")
-        raise
-    return report.publish(partial, final), runs, accel
 
 
 # The page allocator zeroes on allocation and on free: the huge-page

@@ -12,8 +12,8 @@ import signal
 import subprocess
 import sys
 
-from zdinit import (bases, bench, build, cache, clear, deps, docs, lab,
-                    progress, qemu, report, safety, scenarios, selftest,
+from zdinit import (bases, bench, build, cache, clear, deps, docs, families,
+                    lab, progress, qemu, runner, safety, scenarios, selftest,
                     series, source)
 from zdinit.errors import UsageError, ZdinitError
 
@@ -178,7 +178,8 @@ def validate_bench(args):
 def cmd_bench(args):
     specs = validate_bench(args)
     require_series(args.kernels, args.base, args.contiguity)
-    bench.check_resources(specs)
+    plan = [(families.of_spec(spec), spec) for spec in specs]
+    runner.check_resources(plan, args.kernels)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         # Onlining follows --strategies only where it is given.
@@ -188,26 +189,10 @@ def cmd_bench(args):
                    for k in args.kernels]
         accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
         progress.say(f"accelerator: {accel} ({why})")
-        # Before the boots: the revision is the one that ran, whatever is
-        # committed while it runs.
-        env = bench.environment(accel, why, targets)
-        partial, final = report.new_results_dir()
-        try:
-            samples = bench.run_bench(targets, specs, args.rounds, accel,
-                                      partial / "logs", verify=args.verify)
-            results = {"command": args.command_line, "env": env,
-                       "runs": bench.runs_table(samples, specs)}
-            report.write(results, partial)
-        except BaseException:
-            failed = report.mark_failed(partial)
-            progress.say(f"incomplete run; logs kept in {failed}")
-            raise
-        final = report.publish(partial, final)
-    print(report.text_table(results["runs"]))
-    breakdown = report.hotplug_breakdown(results["runs"], report.text_table)
-    if breakdown:
-        print("\nonlining, median ms (share of the online wall time):\n"
-              + breakdown)
+        final, results = runner.measure(plan, targets, args.rounds, accel,
+                                        why, args.command_line,
+                                        verify=args.verify)
+    print(families.text_report(results))
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -222,7 +207,8 @@ def clear_spec(args, kernels):
                                 on_bases)
     for base in on_bases:
         require_series([v for b, v in kernels if b == base], base)
-    clear.check_resources(spec, [v for _, v in kernels])
+    runner.check_resources([(families.CLEARING, spec)],
+                           [v for _, v in kernels])
     return spec
 
 
@@ -231,11 +217,12 @@ def cmd_clear(args):
     spec = clear_spec(args, kernels)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        final, runs, accel = clear.run_bench(spec, args.rounds, kernels,
-                                             args.command_line)
-    print(clear.text_table(runs))
-    if accel == "tcg":
-        print(f"\n{clear.TCG_NOTE}")
+        targets, accel, why = clear.prepare(spec, kernels, with_perf=True)
+        final, results = runner.measure(
+            [(families.CLEARING, spec)], targets, args.rounds, accel, why,
+            args.command_line,
+            name=lambda k: clear.kernel_name(k.base, k.variant))
+    print(families.text_report(results))
     print(f"\nresults: {final} (results/latest)")
 
 

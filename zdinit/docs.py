@@ -68,8 +68,8 @@ RENDERERS = {
     "bench": lambda results, run_dir: report.markdown_table(results["runs"]),
     "onlining": lambda results, run_dir: report.hotplug_breakdown(
         results["runs"]),
-    "clear": lambda results, run_dir: clear.markdown_table(
-        _clear_runs(results)),
+    "clear": lambda results, run_dir: report.markdown_table(
+        _clear_runs(results), clear.HEADER, clear.rows),
     "script": _run_script,
 }
 

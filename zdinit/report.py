@@ -1,4 +1,5 @@
-"""Write a run's results: terminal table, summary.md, results.json, plot."""
+"""Results directories and the table, summary and plot primitives every
+family's report is made of (families.py puts them together)."""
 import datetime
 import itertools
 import json
@@ -6,7 +7,7 @@ import os
 import pathlib
 import sys
 
-from zdinit import placement, progress, scenarios
+from zdinit import placement, progress
 from zdinit.errors import UsageError, ZdinitError
 
 RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
@@ -225,58 +226,18 @@ def placement_lines(env, accel):
     return lines
 
 
-def summary_md(results):
+def header_lines(results):
+    """What ran where: the lines that open a run's summary.md."""
     env = results["env"]
     accel = env["accel"].upper()
-    breakdown = hotplug_breakdown(results["runs"])
-    if breakdown:
-        breakdown = "\n".join([
-            "## Onlining: where the time goes", "",
-            "Medians over N cycles of onlining every added block, ms and "
-            "share of the online wall time (the guest writing each block's "
-            "state; the first onlining after the add is not counted).  "
-            "online_pages is the kernel's own total; memmap_init_range and "
-            "set_zone_contiguous count every move_pfn_range_to_zone(): "
-            "the one inside online_pages and, with memmap_on_memory "
-            "(mom), the one for the block's own memmap pages before it, "
-            "which is also the vmemmap moves column; going_online to "
-            "mem_online are online_pages' later parts; the rest is sysfs, "
-            "locking and memory_block_online() around them.  Medians of "
-            "parts need not add up to the median whole.", "", breakdown,
-            ""])
-    return "\n".join([
-        "# zdinit bench",
-        "",
+    return [
         f"- command: `{results['command']}`",
         f"- accelerator: {accel} ({env['accel_reason']})",
         "- kernels: " + ", ".join(f"{k} {v}" for k, v in env["kernels"].items()),
         f"- host: {env['host_cpu']}, {env['host_cpus']} CPUs, "
         f"Linux {env['host_kernel']}; {env['qemu']}",
         f"- project revision: {env['project_rev']}",
-        *placement_lines(env, accel),
-        "",
-        "Times are memmap_init_zone_device()'s own (pr_debug), per rebind;"
-        " medians over N rebinds, interleaved across boots and strategies."
-        if any(not r.get("metric") for r in results["runs"]) else "",
-        "kmem and virtio-mem rows: ms to change the state of every added "
-        "memory block, the kernel's own sums over the blocks (patch 11, "
-        "patched kernel only) and the guest's wall time; medians over N "
-        "offline/online cycles, interleaved across boots and kernels."
-        if any(r.get("metric") for r in results["runs"]) else "",
-        "vs seed method: the row's median against the same kernel's "
-        f"'{scenarios.SEED_METHOD}' row, the method of the posted series "
-        "\"mm: optimize zone-device memmap initialization\" (a template "
-        "copied with streaming stores into every range, on one thread)."
-        if any(r.get("vs_seed") for r in results["runs"]) else "",
-        "Under TCG they count emulated instructions and TCG's own costs, "
-        "which depend on where the code sits (the placement lines above), "
-        "not cache or memory effects: see lab results for hardware."
-        if accel == "TCG" else "",
-        "",
-        markdown_table(results["runs"]),
-        "",
-        breakdown,
-    ])
+        *placement_lines(env, accel)]
 
 
 def save_plot(draw, data, path):
@@ -316,14 +277,3 @@ def plot(runs, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def write(results, directory):
-    directory = pathlib.Path(directory)
-    (directory / "results.json").write_text(json.dumps(results, indent=1)
-                                            + "\n")
-    (directory / "summary.md").write_text(summary_md(results))
-    # One box per sample set: the hotplug family's parts are in the tables.
-    plotted = [r for r in results["runs"] if not r.get("metric")]
-    if plotted:
-        save_plot(plot, plotted, directory / "bench.png")

@@ -247,6 +247,11 @@ class ClearSpec:
     loops: int
     preempt: dict      # base name: the models its kernels boot with
 
+    @property
+    def n(self):
+        """Samples per method, page size and model: the runner's count."""
+        return self.loops
+
     def models(self, base):
         return self.preempt[base.name]
 

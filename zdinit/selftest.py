@@ -15,7 +15,7 @@ Four parts, all on the patched kernel:
 import pathlib
 import tempfile
 
-from zdinit import bench, kunit, parse, qemu, scenarios
+from zdinit import bench, families, kunit, parse, qemu, runner, scenarios
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
@@ -199,9 +199,10 @@ def run(target, accel, altmap):
                                 qemu.CHECK_GUEST_RAM_MB * MiB
                                 + qemu.CHECK_IMAGE_BYTES)
         out = [line for lines in parts for line in lines]
-        samples = bench.run_bench([target], altmap, 1, accel, logs,
-                                  verify=True)
-    for (scenario, align, _, strategy), entry in sorted(samples.items()):
+        samples = runner.run([(families.REBIND, spec) for spec in altmap],
+                             [target], 1, accel, logs, verify=True)
+    for (scenario, align, _, strategy), entry in sorted(
+            samples[families.REBIND.name].items()):
         out.append(f"{scenario}{' ' + align if align else ''} {strategy}->"
                    f"{'/'.join(sorted(entry['resolved']))}: "
                    f"{len(entry['samples_ms'])} rebinds verified")
