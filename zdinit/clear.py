@@ -305,7 +305,8 @@ def rows(runs):
 
 # Said with every table: what a TCG guest's numbers can and cannot show.
 TCG_NOTE = (
-    "Under TCG (QEMU's emulator) GB/s rank nothing: every store is "
+    "Under TCG (QEMU's emulator) GB/s, and the ratios between them, rank "
+    "nothing: every store is "
     "emulated, and the host, its caches and its load decide the speed, "
     "not the clearing method.  What such a run proves is that the tool "
     "runs, that each kernel takes the clearing path named, with the "

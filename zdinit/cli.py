@@ -318,7 +318,9 @@ class OneLineParser(argparse.ArgumentParser):
 def add_clear_options(p, size):
     p.add_argument("--pages", default=",".join(scenarios.CLEAR.default_pages),
                    type=comma_list("page size", tuple(scenarios.CLEAR_PAGES)),
-                   help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES))
+                   help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES)
+                   + " (default " + ",".join(scenarios.CLEAR.default_pages)
+                   + ")")
     p.add_argument("--size", default=size, help="bytes mapped per page size "
                    f"(default {size or scenarios.CLEAR.default_size >> 30}"
                    f"{'' if size else 'G'})")
@@ -452,7 +454,7 @@ def parser():
                     type=functools.partial(one_of, "kernel",
                                            clear.CHECK_KERNELS),
                     help="kernel for the zero read-back: "
-                    + ", ".join(clear.CHECK_KERNELS))
+                    + ", ".join(clear.CHECK_KERNELS) + " (default clear)")
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
                     "vs the series on the base (about 3 minutes a boot under TCG)")

@@ -100,7 +100,11 @@ def _onlining_check(spec, run, label, target, variation, share, verify):
 def _rebind_notes(results):
     notes = ["Times are memmap_init_zone_device()'s own (pr_debug), per "
              "rebind; medians over N rebinds, interleaved across boots and "
-             "strategies."]
+             "strategies, with p10-p90, min and max beside them.  first ms "
+             "is the first bind after boot, not in the median.  Stock "
+             "kernels time in whole jiffies: a time under one jiffy reads 0 and "
+             "gets no ratio.  Ratios are of medians, with a 95% bootstrap "
+             "interval (zero-width where N is 1)."]
     if any(r.get("vs_seed") for r in results["runs"]):
         notes.append(
             "vs seed method: the row's median against the same kernel's "
@@ -139,7 +143,16 @@ def _tcg_memmap_note(results):
 
 
 def _clearing_notes(results):
-    return [clear.TCG_NOTE] if results["env"]["accel"] == "tcg" else []
+    legend = ("GB/s medians with p10-p90 and N: perf bench mem mmap's "
+              "demand and populate functions, then zdclear's demand fault "
+              "and its ratio to stock of the same base.  max wait ms: the "
+              "longest a second task on the same CPU waited during a "
+              "clear.  32M ms: what one 32 MiB batch cost at the speed "
+              "measured, where the preemption model batches (none, "
+              "voluntary); '-' under full and lazy, which clear each run "
+              "in one call.")
+    tcg = [clear.TCG_NOTE] if results["env"]["accel"] == "tcg" else []
+    return [legend] + tcg
 
 
 REBIND = Family(
@@ -217,8 +230,10 @@ def tables(results, table=report.markdown_table):
 
 
 def summary_md(results):
-    lines = ["# zdinit results", "", *report.header_lines(results)]
-    for family, family_tables, notes in tables(results):
+    present = tables(results)
+    lines = ["# zdinit results", "", *report.header_lines(
+        results, placement=any(f is not CLEARING for f, _, _ in present))]
+    for family, family_tables, notes in present:
         lines += ["", f"## {family.title}", ""]
         lines += [note + "\n" for note in notes]
         for title, text in family_tables:

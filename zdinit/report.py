@@ -226,8 +226,9 @@ def placement_lines(env, accel):
     return lines
 
 
-def header_lines(results):
-    """What ran where: the lines that open a run's summary.md."""
+def header_lines(results, placement=True):
+    """What ran where: the lines that open a run's summary.md; placement:
+    with where the timed memmap functions sit in each kernel."""
     env = results["env"]
     accel = env["accel"].upper()
     return [
@@ -237,7 +238,7 @@ def header_lines(results):
         f"- host: {env['host_cpu']}, {env['host_cpus']} CPUs, "
         f"Linux {env['host_kernel']}; {env['qemu']}",
         f"- project revision: {env['project_rev']}",
-        *placement_lines(env, accel)]
+        *(placement_lines(env, accel) if placement else [])]
 
 
 def save_plot(draw, data, path):
