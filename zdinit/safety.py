@@ -250,5 +250,7 @@ def run(targets, accel, full=False):
     for r in failed:
         progress.say(f"FAIL: {r['check']} on {r['kernel']}: {r['detail']}")
     if failed:
-        raise ZdinitError(f"{len(failed)} safety checks failed; see {final}")
+        raise ZdinitError(f"{len(failed)} of {len(rows)} safety checks "
+                          f"failed; see {final}")
+    print(f"\nall {len(rows)} safety checks passed")
     return final
