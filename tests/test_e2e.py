@@ -156,6 +156,7 @@ def test_auto_streams_only_a_large_altmap_memmap(small_bench):
 def test_memmap_equals_slow_path_byte_for_byte(base):
     out = zdinit("selftest", "--size", "4G", "--base", base).stdout
     assert "0 differ, 0 unchecked" in out
+    assert out.rstrip().splitlines()[-1].startswith("selftest passed: all ")
     assert ("KUnit zone_device_memmap, memory_hotplug_contiguity: 56 tests: "
             "56 passed, 0 failed, 0 crashed, 0 skipped") in out
     # The check catches a fast path that leaves struct pages unwritten on
