@@ -26,13 +26,12 @@ the command that made it and a project revision without -dirty.
 import contextlib
 import importlib.util
 import io
-import pathlib
 import re
 
-from zdinit import clear, report
+from zdinit import build, clear, report
 from zdinit.errors import UsageError, ZdinitError
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+ROOT = build.ROOT
 RESULTS = ROOT / "docs" / "results"
 
 MARKER = re.compile(r"(<!-- table: (?P<spec>.+?) -->\n)(?P<body>.*?)"
