@@ -20,20 +20,23 @@ bench:
 # Unit tests, the lab's byte-equality and sanitizer tests, then the
 # end-to-end tests.  The default base (7.3) fully: every patch of its
 # ZONE_DEVICE and clear series applied, checkpatch'd and built, the
-# ZONE_DEVICE series for arm64 (KUnit booted) and i386, every scenario
-# booted small on stock and the series, the memmap equality test with
-# KUnit, the safety checks, the clear series' zero read-back and the
-# check failing on a deliberately broken clear.  The 6.12 backport: both
-# series applied and checkpatch'd, the memmap equality test with KUnit.
+# ZONE_DEVICE series for arm64 (KUnit booted), every scenario booted
+# small on stock and the series, the memmap equality test with KUnit,
+# the safety checks, the clear series' zero read-back and the check
+# failing on a deliberately broken clear.  The 6.12 backport: both series
+# applied and checkpatch'd, the ZONE_DEVICE series built whole in a small
+# x86-64 kernel that boots its KUnit suites.
 test:
 	$(ZDINIT) test
 
-# Everything in 'test' plus, on 6.12, each prefix of both series built,
-# the clear checks (zero read-back, broken kernel, selftests against
+# Everything in 'test' plus, on 6.12, each prefix of both series built
+# (the ZONE_DEVICE series for arm64 and i386 too), the memmap equality
+# test, the clear checks (zero read-back, broken kernel, selftests against
 # stock's record under preempt=none and full); on 7.3 the selftests
-# against stock 7.3's record, the contiguity check on the hotplug kernels
-# and one clear run of stock 6.12, stock 7.3 and the series on 7.3 with
-# perf bench mem mmap; the tracepoint-guard and KASAN/lockdep/kmemleak
+# against stock 7.3's record, the series compiled for i386, the
+# contiguity check on the hotplug kernels and one clear run of stock
+# 6.12, stock 7.3 and the series on 7.3 with perf bench mem mmap; the
+# tracepoint-guard and KASAN/lockdep/kmemleak
 # kernels, the zero read-back on the clear series' KASAN/lockdep kernel
 # and, for 2M THP, on its KMSAN kernel (a clang build; three times the
 # guest memory).

@@ -1,7 +1,7 @@
 """Patch application: a patch that does not fit fails cleanly."""
 import pytest
 
-from zdinit import bases, build, cross, source
+from zdinit import bases, build, cli, cross, kconfig, source
 from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
@@ -72,6 +72,30 @@ def test_cross_compiles_the_directories_of_the_changed_c_files(tmp_path):
     assert cross.changed_dirs(files) == ["arch/x86/lib/", "mm/"]
     assert "mm/mm_init.c" in cross.changed_c_files(
         source.series(BASE.series_dir()))
+
+
+def test_check_series_builds_the_whole_series_where_asked():
+    """By default arm64 and i386 after the prefixes, nothing beyond
+    applying and checkpatch with --no-build unless --targets names it."""
+    def targets(*args):
+        return cli.check_series_targets(
+            cli.parser().parse_args(["check-series", *args]))
+    assert targets() == ("arm64", "i386")
+    assert targets("--no-build") == ()
+    assert targets("--no-build", "--targets", "x86_64") == ("x86_64",)
+    assert targets("--targets", "none") == ()
+
+
+@pytest.mark.parametrize("name", [name for name, target in
+                                  cross.TARGETS.items() if target.boot])
+def test_every_booted_target_builds_the_kunit_suites(name):
+    for base in bases.BASES.values():
+        wanted = kconfig.requested(kconfig.fragment_paths(
+            cross.TARGETS[name].fragments, base))
+        for option in ("CONFIG_KUNIT", "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST",
+                       "CONFIG_MEMORY_HOTPLUG_KUNIT_TEST",
+                       "CONFIG_DEVICE_PRIVATE"):
+            assert wanted[option] == "y", (name, base.name, option)
 
 
 def test_patched_memcpy_leaves_out_patch_7_and_the_onlining_templates():

@@ -12,9 +12,9 @@ import signal
 import subprocess
 import sys
 
-from zdinit import (bases, bench, build, cache, clear, deps, docs, families,
-                    lab, progress, qemu, runner, safety, scenarios, selftest,
-                    series, source)
+from zdinit import (bases, bench, build, cache, clear, cross, deps, docs,
+                    families, lab, progress, qemu, runner, safety, scenarios,
+                    selftest, series, source)
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
@@ -136,12 +136,31 @@ def cmd_build(args):
             print(f"{name}: {kernel.bzimage} ({kernel.release})")
 
 
+def check_series_targets(args):
+    """The targets the whole series is built for: --targets, or by default
+    arm64 and i386 after building each prefix and none without."""
+    if args.targets is None:
+        return () if args.no_build else cross.DEFAULT_TARGETS
+    if "none" in args.targets:
+        if len(args.targets) > 1:
+            raise UsageError("--targets: 'none' cannot be combined with "
+                             "targets")
+        return ()
+    if not any(series.SERIES[name][2] for name in args.series):
+        raise UsageError("--targets: only the zone-device series is built "
+                         "beyond x86-64's prefixes, and --series leaves it "
+                         "out")
+    return tuple(args.targets)
+
+
 def cmd_check_series(args):
+    targets = check_series_targets(args)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.series:
             results, other_arches = series.check(name, args.base,
-                                                 build_each=not args.no_build)
+                                                 build_each=not args.no_build,
+                                                 targets=targets)
             for result in results:
                 built = (f", built in {result.build_s:.0f}s" if result.build_s
                          else "")
@@ -367,7 +386,14 @@ def parser():
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
                        "--strict it and build it")
     c.add_argument("--no-build", action="store_true",
-                   help="apply and checkpatch every patch, build none")
+                   help="apply and checkpatch every patch, build no prefix")
+    c.add_argument("--targets",
+                   type=comma_list("target", (*cross.TARGETS, "none")),
+                   help="comma list of where the whole ZONE_DEVICE series is "
+                   "also built: " + "; ".join(
+                       f"{name} ({t.what})" for name, t in cross.TARGETS.items())
+                   + "; or none (default " + ",".join(cross.DEFAULT_TARGETS)
+                   + ", none with --no-build)")
     c.add_argument("--series", default=",".join(series.SERIES),
                    type=comma_list("series", tuple(series.SERIES)),
                    help="comma list of: " + ", ".join(series.SERIES)

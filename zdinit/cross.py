@@ -1,15 +1,19 @@
-"""The series on other architectures, with Debian's cross compilers.
+"""The whole series on other targets: other architectures, and a small
+x86-64 kernel that only runs KUnit.
 
 arm64 is built and booted under qemu-system-aarch64 (TCG), where the
 series' KUnit suite runs at boot: DEVICE_PRIVATE and generic ranges with
 every strategy, so a second architecture runs the template path and the
-generic memfill_nt().  i386 has no ZONE_DEVICE, so all the series can add
-there is what the files it changes compile outside ZONE_DEVICE (the
-generic memfill_nt() included by mm/mm_init.c): the directories of those
-files are compiled, with warnings as errors, and the files the i386
+generic memfill_nt().  x86_64 is the same suite in a kernel of little
+more than tinyconfig: a cold build of a fraction of the harness's
+configuration, for a base whose series is built and booted but not
+benchmarked.  i386 has no ZONE_DEVICE, so all the series can add there
+is what the files it changes compile outside ZONE_DEVICE (the generic
+memfill_nt() included by mm/mm_init.c): the directories of those files
+are compiled, with warnings as errors, and the files the i386
 configuration builds are named.  Nothing is linked: a whole i386 kernel
-would add a cold build to CI, to link code that the series' i386 objects
-call nowhere new.
+would add a cold build, to link code that the series' i386 objects call
+nowhere new.
 """
 import dataclasses
 import pathlib
@@ -20,41 +24,64 @@ import subprocess
 from zdinit import build, cache, deps, kunit, progress
 from zdinit.errors import ZdinitError
 
-QEMU_ARM64 = "qemu-system-aarch64"
+
+@dataclasses.dataclass(frozen=True)
+class Boot:
+    """How a target's kernel is booted under TCG to run KUnit."""
+    qemu: str
+    package: str
+    machine: tuple      # QEMU's machine and CPU options
+    console: str
+    # How the kernel ends the run so that QEMU (with -no-reboot) exits:
+    # x86 without ACPI cannot power off, but a reboot stops QEMU there.
+    shutdown: str
 
 
 @dataclasses.dataclass(frozen=True)
 class Target:
     arch: build.Arch
     fragments: tuple
-    # The whole kernel, booted to run KUnit; else only the directories of
-    # the C files the series changes.
-    boots: bool
+    # None: only the directories of the C files the series changes are
+    # compiled; else the whole kernel is built and booted to run KUnit.
+    boot: Boot
+    what: str           # for --help
 
 
-TARGETS = (
+TARGETS = {t.arch.name: t for t in (
     Target(build.Arch("arm64", "aarch64-linux-gnu-", "gcc-aarch64-linux-gnu",
-                      "arch/arm64/boot/Image"), ("arm64",), True),
+                      "arch/arm64/boot/Image"), ("arm64",),
+           Boot("qemu-system-aarch64", "qemu-system-arm",
+                ("-M", "virt", "-cpu", "max"), "ttyAMA0", "poweroff"),
+           "built and booted, KUnit"),
+    Target(build.Arch("x86_64", "", "build-essential",
+                      "arch/x86/boot/bzImage"), ("kunit-x86",),
+           Boot("qemu-system-x86_64", "qemu-system-x86", ("-cpu", "max"),
+                "ttyS0", "reboot"),
+           "a small KUnit kernel, built and booted"),
     Target(build.Arch("i386", "i686-linux-gnu-", "gcc-i686-linux-gnu",
-                      "arch/x86/boot/bzImage"), ("i386",), False),
-)
+                      "arch/x86/boot/bzImage"), ("i386",), None,
+           "the changed C files' directories compiled"),
+)}
+# What check-series builds beyond the prefixes unless told otherwise.
+DEFAULT_TARGETS = ("arm64", "i386")
 
 
-def boot_kunit_arm64(tree, image, log_path, timeout_s=900):
-    """Boot image on the virt machine; the kernel runs KUnit, then powers
-    off.  Returns kunit.py's summary line."""
-    deps.require_tool(QEMU_ARM64, "qemu-system-arm")
-    cmd = [QEMU_ARM64, "-M", "virt", "-cpu", "max", "-smp", "2", "-m", "4096",
+def boot_kunit(boot, tree, image, log_path, timeout_s=900):
+    """Boot image; the kernel runs KUnit, then ends the run.  Returns
+    kunit.py's summary line."""
+    deps.require_tool(boot.qemu, boot.package)
+    cmd = [boot.qemu, *boot.machine, "-smp", "2", "-m", "4096",
            "-nographic", "-no-reboot", "-monitor", "none", "-net", "none",
            "-kernel", str(image), "-append",
-           "console=ttyAMA0 panic=-1 kunit.enable=1 kunit_shutdown=poweroff"]
+           f"console={boot.console} panic=-1 kunit.enable=1 "
+           f"kunit_shutdown={boot.shutdown}"]
     with open(log_path, "w") as log:
         try:
             subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=log,
                            stderr=subprocess.STDOUT, timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise ZdinitError(f"arm64 KUnit boot timed out after {timeout_s}s;"
-                              f" console log {log_path}") from None
+            raise ZdinitError(f"KUnit boot under {boot.qemu} timed out after "
+                              f"{timeout_s}s; console log {log_path}") from None
     return kunit.verdict(tree, log_path)
 
 
@@ -95,16 +122,16 @@ def compile_changed(name, tree, target, patches, base):
     return line
 
 
-def check(tree, patches, base):
-    """Build tree (patches, the whole series, applied to base) for every
-    target; boot arm64.  Returns one line per target."""
+def check(tree, patches, base, targets):
+    """Build tree (patches, the whole series, applied to base) for each
+    target named; boot those that boot.  Returns one line per target."""
     lines = []
-    for target in TARGETS:
+    for target in (TARGETS[name] for name in targets):
         name = build.work_name(f"cross-{target.arch.name}", base)
         # tree was made afresh (source.clone_tree()), with files older than
         # the objects of the last build here: make would keep those.
         shutil.rmtree(cache.build_dir(name), ignore_errors=True)
-        if not target.boots:
+        if not target.boot:
             lines.append(compile_changed(name, tree, target, patches,
                                          base))
             continue
@@ -113,8 +140,9 @@ def check(tree, patches, base):
                                  [pathlib.Path(target.arch.image).name]
                                  ) / target.arch.image
         progress.say(f"booting the {target.arch.name} kernel: KUnit")
-        summary = boot_kunit_arm64(
-            tree, image, cache.build_dir(name) / "kunit-console.log")
+        summary = boot_kunit(
+            target.boot, tree, image,
+            cache.build_dir(name) / "kunit-console.log")
         lines.append(f"{target.arch.name}: built {image.name}; "
                      f"{kunit.label()}: {summary}")
     return lines

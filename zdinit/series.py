@@ -15,7 +15,7 @@ CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 
 # Each series of a base, by name: its kind (bases.Base.series_dir), the
 # kconfig fragments its patches are built with, and whether cross.py builds
-# (and boots) it for the other architectures.  Each applies to the pristine
+# (and boots) it on its other targets.  Each applies to the pristine
 # tree on its own.
 SERIES = {
     "zone-device": ("", ("zdinit",), True),
@@ -46,7 +46,7 @@ def checkpatch(tree, patch):
     return "clean"
 
 
-def check(name, base, build_each=True):
+def check(name, base, build_each=True, targets=()):
     """Apply series 'name' of base one patch at a time to a scratch tree.
 
     After each patch: checkpatch, then an incremental build of the kernel
@@ -56,7 +56,8 @@ def check(name, base, build_each=True):
     options in configs/series.config change every object, so they are built
     once, in the patched kernel).  Each series has its own scratch tree and
     build directory.  Then, for a series that asks for it, the whole series
-    is built for arm64 and its C files compiled for i386 (cross.py).
+    is built for each of targets (cross.py: arm64 and a small x86-64
+    kernel built and booted to run KUnit, i386 compiled).
     Returns (per-patch results, cross-build lines).
     """
     kind, fragments, cross_build = SERIES[name]
@@ -80,5 +81,5 @@ def check(name, base, build_each=True):
             took = build.build_tree(scratch, tree, list(fragments), base,
                                     out=out).build_s
         results.append(PatchResult(patch.name, verdict, took))
-    return results, (cross.check(tree, patches, base)
-                     if build_each and cross_build else [])
+    return results, (cross.check(tree, patches, base, targets)
+                     if cross_build else [])
