@@ -93,7 +93,7 @@ def run_zdinit(cache, *args, **env):
     (["check-series", "--targets", "none,arm64"],
      "'none' cannot be combined with targets"),
     (["check-series", "--series", "clear", "--targets", "x86_64"],
-     "only the zone-device series is built beyond x86-64's prefixes"),
+     "--targets applies to the zone-device series only"),
     (["lab", "--slow"], "unrecognized arguments: --slow"),
     (["bogus"], "invalid choice: 'bogus'"),
     ([], "the following arguments are required: command"),

@@ -190,7 +190,8 @@ def jobs():
 
 @dataclasses.dataclass(frozen=True)
 class Arch:
-    """Another architecture, built with a Debian cross compiler."""
+    """An architecture named to kbuild (ARCH=), with the compiler prefix
+    (CROSS_COMPILE=, empty for x86-64 itself) and its Debian package."""
     name: str
     cross_compile: str
     package: str
@@ -305,7 +306,8 @@ def build(variant, base, contiguity=False):
 
 
 def build_arch(name, tree, fragments, base, arch, targets, werror=False):
-    """Cross-build make targets of tree for arch; return the build dir."""
+    """Build make targets of tree for arch (ARCH=, CROSS_COMPILE=); return
+    the build dir."""
     deps.require_tool(f"{arch.cross_compile}gcc", arch.package)
     out = cache.build_dir(name)
     env = make_env()

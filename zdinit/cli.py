@@ -147,9 +147,8 @@ def check_series_targets(args):
                              "targets")
         return ()
     if not any(series.SERIES[name][2] for name in args.series):
-        raise UsageError("--targets: only the zone-device series is built "
-                         "beyond x86-64's prefixes, and --series leaves it "
-                         "out")
+        raise UsageError("--targets applies to the zone-device series "
+                         "only, and --series leaves it out")
     return tuple(args.targets)
 
 

@@ -15,7 +15,8 @@ PACKAGES = [
     # checkpatch.pl's SPDX check imports these.
     "python3-ply", "python3-git",
     # check-series builds the series for arm64 and boots it, and compiles
-    # the series' C files for i386.
+    # the series' C files for i386 (a small x86-64 KUnit kernel boots
+    # under qemu-system-x86, above).
     "gcc-aarch64-linux-gnu", "gcc-i686-linux-gnu", "qemu-system-arm",
     # The KMSAN kernels (make test-full) build with clang.
     "clang",
