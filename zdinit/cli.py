@@ -144,11 +144,11 @@ def check_series_targets(args):
     if "none" in args.targets:
         if len(args.targets) > 1:
             raise UsageError("--targets: 'none' cannot be combined with "
-                             "targets")
+                             "other targets")
         return ()
     if not any(series.SERIES[name][2] for name in args.series):
         raise UsageError("--targets applies to the zone-device series "
-                         "only, and --series leaves it out")
+                         "only: add it to --series or leave out --targets")
     return tuple(args.targets)
 
 
@@ -385,11 +385,12 @@ def parser():
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
                        "--strict it and build it")
     c.add_argument("--no-build", action="store_true",
-                   help="apply and checkpatch every patch, build no prefix")
+                   help="apply and checkpatch every patch, build no prefix "
+                   "(--targets still builds the whole series)")
     c.add_argument("--targets",
                    type=comma_list("target", (*cross.TARGETS, "none")),
                    help="comma list of where the whole ZONE_DEVICE series is "
-                   "also built: " + "; ".join(
+                   "also built, each a kernel build of its own: " + "; ".join(
                        f"{name} ({t.what})" for name, t in cross.TARGETS.items())
                    + "; or none (default " + ",".join(cross.DEFAULT_TARGETS)
                    + ", none with --no-build)")
@@ -506,8 +507,9 @@ def parser():
                         "under the cache lock throughout")
     which = ts.add_mutually_exclusive_group()
     which.add_argument("--full", action="store_true", help="also the heavier "
-                       "checks (make test-full): prefix builds, debug and "
-                       "KMSAN kernels, stock's selftest record")
+                       "checks (make test-full): 6.12's prefix builds and "
+                       "memmap self-test, the i386 compile, debug and KMSAN "
+                       "kernels, stock's selftest record")
     which.add_argument("--unit", action="store_true", help="unit and lab "
                        "tests only (make test-unit): no kernel, no cache")
     ts.set_defaults(func=cmd_test)
