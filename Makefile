@@ -36,10 +36,9 @@ test:
 # against stock 7.3's record, the series compiled for i386, the
 # contiguity check on the hotplug kernels and one clear run of stock
 # 6.12, stock 7.3 and the series on 7.3 with perf bench mem mmap; the
-# tracepoint-guard and KASAN/lockdep/kmemleak
-# kernels, the zero read-back on the clear series' KASAN/lockdep kernel
-# and, for 2M THP, on its KMSAN kernel (a clang build; three times the
-# guest memory).
+# tracepoint-guard and KASAN/lockdep/kmemleak kernels, the zero read-back
+# on the clear series' KASAN/lockdep kernel and, for 2M THP, on its KMSAN
+# kernel (a clang build; three times the guest memory).
 test-full:
 	$(ZDINIT) test --full
 
