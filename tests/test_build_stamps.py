@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import ROOT
-from zdinit import bases, build, cache, kconfig, proc, source
+from zdinit import bases, build, cache, kconfig, proc, series, source
 from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
@@ -187,6 +187,53 @@ def test_a_new_tree_discards_its_build_dir(base, tmp_path):
     assert not object_file.exists(), "a new Debian tree is a new tree"
 
 
+def fake_series(tmp_path, monkeypatch, patches):
+    """patches/linux-9.9/ in tmp_path listing patches, checkpatch clean."""
+    directory = tmp_path / "patches" / "linux-9.9"
+    directory.mkdir(parents=True)
+    for patch in patches:
+        shutil.copy(patch, directory)
+    (directory / "series").write_text("".join(p.name + "\n" for p in patches))
+    monkeypatch.setattr(bases, "PATCHES_ROOT", directory.parent)
+    monkeypatch.setattr(series, "checkpatch", lambda tree, patch: "clean")
+
+
+def test_a_checked_series_is_the_tree_of_its_kernel(base, tmp_path,
+                                                    monkeypatch):
+    """check-series leaves the whole series applied in the tree of the
+    kernel made of it, stamped: that kernel's build applies nothing."""
+    fake_series(tmp_path, monkeypatch, [patch_file(tmp_path, 1)])
+    series.check("zone-device", base, build_each=False)
+
+    def applied_again(tree, patch, base):
+        raise AssertionError(f"{patch.name} applied again")
+
+    monkeypatch.setattr(source, "apply_patch", applied_again)
+    tree = source.variant_tree(build.work_name("patched", base),
+                               build.variant_patches("patched", base), base)
+    assert (tree / "hello.c").read_text() == "int hello = 1;\n"
+
+
+def test_a_series_that_stops_half_way_leaves_no_kernel_tree(base, tmp_path,
+                                                            monkeypatch):
+    bad = tmp_path / "0002-bad.patch"
+    bad.write_text(GOOD.replace("-int hello = 0;", "-int hello = 5;")
+                   .format(2))
+    fake_series(tmp_path, monkeypatch, [patch_file(tmp_path, 1), bad])
+    with pytest.raises(ZdinitError, match="0002-bad.patch does not apply"):
+        series.check("zone-device", base, build_each=False)
+    assert not stamp(cache.src_dir(build.work_name("patched", base))).exists()
+
+
+def test_every_series_is_the_whole_of_its_kernel():
+    """The kernel check-series leaves built applies every patch of the
+    series, in its order: a kernel that left one out would be another."""
+    for base in bases.BASES.values():
+        for name, (variant, _) in series.SERIES.items():
+            assert build.variant_patches(variant, base) == source.series(
+                base.series_dir(series.kind(name))), (base.name, name)
+
+
 def fake_kbuild(out, interrupt_at=None):
     """proc.run_logged standing in for make: writes a .config that has
     what the fragments ask for, and is interrupted at one step."""
@@ -207,20 +254,19 @@ def fake_kbuild(out, interrupt_at=None):
                                   "module build"])
 def test_interrupted_build_is_not_trusted(tmp_path, monkeypatch, step):
     monkeypatch.setenv("ZDINIT_CACHE", str(tmp_path / "cache"))
-    tree, out = tmp_path / "linux", tmp_path / "build"
+    tree = tmp_path / "linux"
     tree.mkdir()
-    monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out, step))
     with cache.lock("pytest scratch cache"):
+        out = cache.build_dir("base")
+        monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out, step))
         with pytest.raises(KeyboardInterrupt):
-            build.build_tree("base", tree, ["zdinit"], bases.get("6.12"),
-                             out=out)
+            build.build_tree("base", tree, ["zdinit"], bases.get("6.12"))
         assert (out / build._BUILDING).exists()
         if step == "olddefconfig":
             assert not (out / ".zdinit-config").exists()
 
         monkeypatch.setattr(build.proc, "run_logged", fake_kbuild(out))
-        build.build_tree("base", tree, ["zdinit"], bases.get("6.12"),
-                         out=out)
+        build.build_tree("base", tree, ["zdinit"], bases.get("6.12"))
     assert not (out / build._BUILDING).exists()
     assert not (out / "half-written.o").exists()
     assert (out / ".zdinit-config").exists()

@@ -1,6 +1,6 @@
 import pytest
 
-from zdinit import bases, kconfig
+from zdinit import bases, build, kconfig
 from zdinit.errors import ZdinitError
 
 FRAGMENT = """
@@ -78,3 +78,50 @@ def test_a_misspelt_base_addition_is_still_verified(tmp_path, monkeypatch):
     dotconfig.write_text("CONFIG_HUGETLBFS=y\n")
     with pytest.raises(ZdinitError, match="CONFIG_HUGETLBFS_TYPO=y"):
         kconfig.verify(wanted, dotconfig)
+
+
+def test_defined_finds_config_entries_in_every_kconfig_file(tmp_path):
+    (tmp_path / "mm").mkdir()
+    (tmp_path / "mm/Kconfig").write_text(
+        "config ZONE_DEVICE\n\tbool\nconfig ZONE_DEVICE_TEST_LONGER\n")
+    (tmp_path / "mm/Kconfig.debug").write_text("menuconfig KUNIT\n")
+    (tmp_path / "mm/notes.txt").write_text("config DEBUG_FS\n")
+    assert kconfig.defined(tmp_path, {
+        "CONFIG_ZONE_DEVICE": "y", "CONFIG_KUNIT": "y",
+        "CONFIG_ZONE_DEVICE_TEST": "y", "CONFIG_DEBUG_FS": "y"}) == {
+        "CONFIG_ZONE_DEVICE", "CONFIG_KUNIT"}
+
+
+def test_configuration_is_redone_once_a_patch_defines_an_option(
+        tmp_path, monkeypatch):
+    """A prefix leaves out what a later patch defines; the patch that
+    defines it gets a configuration with it, verified."""
+    steps = []
+    out = tmp_path / "build"
+    out.mkdir()
+
+    def fake_make(cmd, log_path, label, **kw):
+        steps.append(label)
+        if label == "olddefconfig":
+            (out / ".config").write_text(
+                "CONFIG_ZONE_DEVICE=y\n" if (tmp_path / "Kconfig").exists()
+                else "")
+        return 0.0
+
+    monkeypatch.setattr(build.proc, "run_logged", fake_make)
+    monkeypatch.setattr(kconfig, "CONFIGS", tmp_path)
+    (tmp_path / "frag.config").write_text("CONFIG_ZONE_DEVICE=y\n")
+
+    def configure(**kw):
+        build.configure(tmp_path, out, ["frag"], bases.get("7.3"), {}, **kw)
+
+    configure(defined_only=True)
+    configure(defined_only=True)
+    assert steps.count("olddefconfig") == 1
+    with pytest.raises(ZdinitError, match="CONFIG_ZONE_DEVICE=y"):
+        configure()
+    (tmp_path / "Kconfig").write_text("config ZONE_DEVICE\n")
+    configure(defined_only=True)
+    assert steps.count("olddefconfig") == 3
+    configure()
+    assert steps.count("olddefconfig") == 3

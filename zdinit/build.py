@@ -209,14 +209,24 @@ def make_cmd(tree, out, *targets, arch=None, cc="gcc"):
     return cmd + list(targets)
 
 
-def configure(tree, out, fragments, base, env, arch=None):
+def configure(tree, out, fragments, base, env, arch=None, defined_only=False):
     """tinyconfig + fragments (with base's additions) + olddefconfig,
-    verified; redone on change."""
+    verified; redone on change.
+
+    defined_only: options that tree's Kconfig does not define are left out
+    rather than refused, for a prefix of a series that defines them in a
+    later patch.  The configuration is then redone once a patch defines
+    one, and kbuild rebuilds only the files that use it.
+    """
     paths = kconfig.fragment_paths(fragments, base)
     wanted = kconfig.requested(paths)
+    if defined_only:
+        known = kconfig.defined(tree, wanted)
+        wanted = {o: v for o, v in wanted.items() if o in known}
     key = hashlib.sha256(
         "".join(p.read_text() for p in paths).encode()
-        + str(tree).encode() + str(arch).encode()).hexdigest()[:16]
+        + str(tree).encode() + str(arch).encode()
+        + " ".join(sorted(wanted)).encode()).hexdigest()[:16]
     stamp = out / ".zdinit-config"
     if stamp.exists() and stamp.read_text().strip() == key and \
             (out / ".config").exists():
@@ -268,13 +278,14 @@ def claim_build_dir(out):
     return marker
 
 
-def build_tree(name, tree, fragments, base, out=None):
-    """Build bzImage, in-tree modules and the project module of one tree."""
-    out = out or cache.build_dir(name)
+def build_tree(name, tree, fragments, base, defined_only=False):
+    """Build bzImage, in-tree modules and the project module of one tree
+    (configure() says what defined_only is)."""
+    out = cache.build_dir(name)
     env = make_env()
     cache.require_free_space(cache.cache_dir(), 3 << 30, f"building {name}")
     building = claim_build_dir(out)
-    configure(tree, out, fragments, base, env)
+    configure(tree, out, fragments, base, env, defined_only=defined_only)
     cc = compiler(fragments)
     progress.say(f"building kernel '{name}' in {out}")
     took = proc.run_logged(make_cmd(tree, out, "bzImage", "modules", cc=cc),

@@ -1,6 +1,7 @@
 """Kconfig fragments: parse them and check that olddefconfig kept them."""
 import pathlib
 import re
+import subprocess
 
 from zdinit.errors import ZdinitError
 
@@ -51,6 +52,22 @@ def requested(paths):
     for path in paths:
         options.update(parse(path.read_text()))
     return options
+
+
+def defined(tree, options):
+    """Those of options (CONFIG_ names) that tree's Kconfig files define."""
+    names = "|".join(o.removeprefix("CONFIG_") for o in options)
+    if not names:
+        return set()
+    proc = subprocess.run(
+        ["grep", "-rhoE", "--include=Kconfig*",
+         rf"^\s*(menu)?config\s+({names})\b", str(tree)],
+        capture_output=True, text=True)
+    # grep exits 1 when nothing matched, 2 on an error.
+    if proc.returncode > 1:
+        raise ZdinitError(f"kconfig: cannot read the Kconfig files of {tree}: "
+                          + (proc.stderr.strip() or "grep failed"))
+    return {"CONFIG_" + line.split()[-1] for line in proc.stdout.splitlines()}
 
 
 def mismatches(wanted, dotconfig_text):

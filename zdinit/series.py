@@ -13,14 +13,20 @@ from zdinit.errors import ZdinitError
 CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 
 
-# Each series of a base, by name: its kind (bases.Base.series_dir), the
-# kconfig fragments its patches are built with, and whether cross.py builds
-# (and boots) it on its other targets.  Each applies to the pristine
-# tree on its own.
+# Each series of a base, by name: the kernel (build.VARIANTS) that is the
+# whole series, whose configuration every prefix is built with and whose
+# tree and build directory the check leaves behind, and whether cross.py
+# builds (and boots) the series on its other targets.  Each applies to the
+# pristine tree on its own.
 SERIES = {
-    "zone-device": ("", ("zdinit",), True),
-    "clear": ("clear", ("zdinit", "clear"), False),
+    "zone-device": ("patched", True),
+    "clear": ("clear", False),
 }
+
+
+def kind(name):
+    """The series' patch directory suffix (bases.Base.series_dir)."""
+    return build.VARIANTS[SERIES[name][0]].series
 
 
 @dataclasses.dataclass
@@ -47,30 +53,31 @@ def checkpatch(tree, patch):
 
 
 def check(name, base, build_each=True, targets=()):
-    """Apply series 'name' of base one patch at a time to a scratch tree.
+    """Apply series 'name' of base one patch at a time to a fresh tree.
 
     After each patch: checkpatch, then an incremental build of the kernel
     and the project module, so every prefix of the series is bisectable.
-    The build uses stock's configuration for that series (for the
-    ZONE_DEVICE one, ccache shares it with the base kernel: the series' test
-    options in configs/series.config change every object, so they are built
-    once, in the patched kernel).  Each series has its own scratch tree and
-    build directory.  Then, for a series that asks for it, the whole series
-    is built for each of targets (cross.py: arm64 and a small x86-64
-    kernel built and booted to run KUnit, i386 compiled).
+    The tree and build directory are those of the kernel that is the
+    whole series, in its configuration: options of the series that a
+    patch defines are left out of the prefixes before it (configure()),
+    and once every patch is in, the tree is that kernel's, built, so that
+    bench reuses it instead of building it again.  Then, for a series
+    that asks for it, the whole series is built for each of targets
+    (cross.py: arm64 and a small x86-64 kernel built and booted to run
+    KUnit, i386 compiled).
     Returns (per-patch results, cross-build lines).
     """
-    kind, fragments, cross_build = SERIES[name]
-    directory = base.series_dir(kind)
+    variant, cross_build = SERIES[name]
+    fragments = list(build.VARIANTS[variant].fragments)
+    directory = base.series_dir(kind(name))
     patches = source.series(directory)
     if not patches:
         raise ZdinitError(f"base {base.name}: patches/{directory.name}/series "
                           "is missing or lists no patches")
-    scratch = build.work_name(f"bisect-{name}", base)
-    tree, tmp = source.clone_tree(scratch, base)
+    work = build.work_name(variant, base)
+    tree, tmp = source.clone_tree(work, base)
     shutil.rmtree(tree, ignore_errors=True)
     os.rename(tmp, tree)
-    out = cache.build_dir(scratch)
     results = []
     for i, patch in enumerate(patches, 1):
         progress.say(f"series {i}/{len(patches)}: {patch.name}")
@@ -78,8 +85,9 @@ def check(name, base, build_each=True, targets=()):
         verdict = checkpatch(tree, patch)
         took = 0.0
         if build_each:
-            took = build.build_tree(scratch, tree, list(fragments), base,
-                                    out=out).build_s
+            took = build.build_tree(work, tree, fragments, base,
+                                    defined_only=i < len(patches)).build_s
         results.append(PatchResult(patch.name, verdict, took))
+    source.mark_variant_tree(tree, patches, base)
     return results, (cross.check(tree, patches, base, targets)
                      if cross_build else [])

@@ -190,9 +190,8 @@ def variant_tree(name, patches, base):
     The copy is rebuilt whenever the series changes, and only replaces the
     old tree once every patch applied.
     """
-    digest = _digest(pristine_tree(base), patches)
     tree = cache.src_dir(name)
-    if _stamped(tree, digest):
+    if _stamped(tree, _digest(pristine_tree(base), patches)):
         return tree
     tree, tmp = clone_tree(name, base)
     progress.say(f"applying {len(patches)} patches for '{name}'")
@@ -204,5 +203,11 @@ def variant_tree(name, patches, base):
         raise
     shutil.rmtree(tree, ignore_errors=True)
     os.rename(tmp, tree)
-    (tree / _STAMP).write_text(digest + "\n")
+    mark_variant_tree(tree, patches, base)
     return tree
+
+
+def mark_variant_tree(tree, patches, base):
+    """Stamp a clone of base's pristine tree to which patches, all of them
+    and in order, were applied: variant_tree() takes it as made."""
+    (tree / _STAMP).write_text(_digest(pristine_tree(base), patches) + "\n")
