@@ -187,6 +187,21 @@ def test_a_new_tree_discards_its_build_dir(base, tmp_path):
     assert not object_file.exists(), "a new Debian tree is a new tree"
 
 
+def test_a_tree_being_replaced_is_unstamped_first(base, tmp_path,
+                                                  monkeypatch):
+    """An interrupt while an old tree's build directory is removed leaves
+    neither a stamped tree nor its half-removed build trusted."""
+    tree = source.variant_tree("patched", [patch_file(tmp_path, 1)], base)
+
+    def interrupted(path, **kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(source.shutil, "rmtree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        source.clone_tree("patched", base)
+    assert not stamp(tree).exists()
+
+
 def fake_series(tmp_path, monkeypatch, patches):
     """patches/linux-9.9/ in tmp_path listing patches, checkpatch clean."""
     directory = tmp_path / "patches" / "linux-9.9"
@@ -198,20 +213,37 @@ def fake_series(tmp_path, monkeypatch, patches):
     monkeypatch.setattr(series, "checkpatch", lambda tree, patch: "clean")
 
 
+def fake_build_tree(calls):
+    """build.build_tree standing in for kbuild: records each prefix's
+    build directory and whether its configuration was defined_only."""
+    def build_tree(name, tree, fragments, base, defined_only=False):
+        calls.append((name, defined_only))
+        return build.Kernel(name, tree, None, None, [], "", 1.0)
+    return build_tree
+
+
 def test_a_checked_series_is_the_tree_of_its_kernel(base, tmp_path,
                                                     monkeypatch):
-    """check-series leaves the whole series applied in the tree of the
-    kernel made of it, stamped: that kernel's build applies nothing."""
-    fake_series(tmp_path, monkeypatch, [patch_file(tmp_path, 1)])
-    series.check("zone-device", base, build_each=False)
+    """check-series builds every prefix where the kernel made of the whole
+    series is built, the last one checked in full, and leaves its tree
+    stamped: that kernel's build applies nothing again."""
+    second = tmp_path / "0002-hello-again.patch"
+    second.write_text(GOOD.replace("-int hello = 0;", "-int hello = 1;")
+                      .format(2))
+    fake_series(tmp_path, monkeypatch, [patch_file(tmp_path, 1), second])
+    calls = []
+    monkeypatch.setattr(build, "build_tree", fake_build_tree(calls))
+    series.check("zone-device", base)
+    work = build.work_name("patched", base)
+    assert calls == [(work, True), (work, False)]
 
     def applied_again(tree, patch, base):
         raise AssertionError(f"{patch.name} applied again")
 
     monkeypatch.setattr(source, "apply_patch", applied_again)
-    tree = source.variant_tree(build.work_name("patched", base),
-                               build.variant_patches("patched", base), base)
-    assert (tree / "hello.c").read_text() == "int hello = 1;\n"
+    tree = source.variant_tree(work, build.variant_patches("patched", base),
+                               base)
+    assert (tree / "hello.c").read_text() == "int hello = 2;\n"
 
 
 def test_a_series_that_stops_half_way_leaves_no_kernel_tree(base, tmp_path,
@@ -220,18 +252,25 @@ def test_a_series_that_stops_half_way_leaves_no_kernel_tree(base, tmp_path,
     bad.write_text(GOOD.replace("-int hello = 0;", "-int hello = 5;")
                    .format(2))
     fake_series(tmp_path, monkeypatch, [patch_file(tmp_path, 1), bad])
+    monkeypatch.setattr(build, "build_tree", fake_build_tree([]))
     with pytest.raises(ZdinitError, match="0002-bad.patch does not apply"):
-        series.check("zone-device", base, build_each=False)
+        series.check("zone-device", base)
     assert not stamp(cache.src_dir(build.work_name("patched", base))).exists()
 
 
-def test_every_series_is_the_whole_of_its_kernel():
-    """The kernel check-series leaves built applies every patch of the
-    series, in its order: a kernel that left one out would be another."""
-    for base in bases.BASES.values():
-        for name, (variant, _) in series.SERIES.items():
-            assert build.variant_patches(variant, base) == source.series(
-                base.series_dir(series.kind(name))), (base.name, name)
+def test_a_series_checked_without_builds_leaves_its_kernel_alone(
+        base, tmp_path, monkeypatch):
+    patches = [patch_file(tmp_path, 1)]
+    fake_series(tmp_path, monkeypatch, patches)
+    work = build.work_name("patched", base)
+    tree = source.variant_tree(work, patches, base)
+    built = cache.build_dir(work) / "vmlinux"
+    built.parent.mkdir(parents=True)
+    built.write_text("")
+    series.check("zone-device", base, build_each=False)
+    assert built.exists() and stamp(tree).exists()
+    checked = cache.src_dir(build.work_name("check-zone-device", base))
+    assert (checked / "hello.c").read_text() == "int hello = 1;\n"
 
 
 def fake_kbuild(out, interrupt_at=None):

@@ -37,7 +37,7 @@ def check_series(name, base, build_each=True, targets=None):
     out = zdinit("check-series", "--series", name, "--base", base.name,
                  *([] if build_each else ["--no-build"]),
                  *(["--targets", ",".join(targets)] if targets else [])).stdout
-    kind = series.kind(name)
+    kind = series.SERIES[name].kind
     want = "applies, checkpatch clean" + (", built in" if build_each else "\n")
     for patch in source.series(base.series_dir(kind)):
         assert f"{base.name} {name}/{patch.name}: {want}" in out, out
@@ -80,7 +80,7 @@ def test_every_patch_applies_passes_checkpatch_and_builds(base, targets):
     for name in BASE_SERIES[base]:
         # The other targets are the ZONE_DEVICE series' alone.
         out = check_series(name, bases.BASES[base], targets=(
-            targets if series.SERIES[name][1] else None))
+            targets if series.SERIES[name].cross_build else None))
         if name == "zone-device":
             assert f"arm64: built Image; {KUNIT_PASSED}" in out, out
             assert (I386_COMPILED in out) == ("i386" in targets), out

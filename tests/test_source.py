@@ -1,7 +1,7 @@
 """Patch application: a patch that does not fit fails cleanly."""
 import pytest
 
-from zdinit import bases, build, cli, cross, kconfig, source
+from zdinit import bases, build, cli, cross, kconfig, series, source
 from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
@@ -141,3 +141,12 @@ def test_a_base_without_a_series_is_refused(tmp_path, monkeypatch):
                        "kernel 'patched': .*linux-6.12/series is missing"):
         build.variant_patches("patched", BASE)
     assert build.variant_patches("base", BASE) == []
+
+
+def test_every_series_is_the_whole_of_its_kernel():
+    """The kernel check-series leaves built applies every patch of the
+    series, in its order: a kernel that left one out would be another."""
+    for base in bases.BASES.values():
+        for name, spec in series.SERIES.items():
+            assert build.variant_patches(spec.variant, base) == \
+                source.series(base.series_dir(spec.kind)), (base.name, name)

@@ -213,10 +213,12 @@ def configure(tree, out, fragments, base, env, arch=None, defined_only=False):
     """tinyconfig + fragments (with base's additions) + olddefconfig,
     verified; redone on change.
 
-    defined_only: options that tree's Kconfig does not define are left out
-    rather than refused, for a prefix of a series that defines them in a
-    later patch.  The configuration is then redone once a patch defines
-    one, and kbuild rebuilds only the files that use it.
+    defined_only: for a prefix of a series that defines some of the
+    options in a later patch.  Options that tree's Kconfig does not
+    define are not checked (olddefconfig drops them), and the
+    configuration is redone once a patch defines one; kbuild then
+    rebuilds only the files that use it.  A configuration made so is
+    redone, and checked in full, by the first call without it.
     """
     paths = kconfig.fragment_paths(fragments, base)
     wanted = kconfig.requested(paths)
@@ -226,7 +228,8 @@ def configure(tree, out, fragments, base, env, arch=None, defined_only=False):
     key = hashlib.sha256(
         "".join(p.read_text() for p in paths).encode()
         + str(tree).encode() + str(arch).encode()
-        + " ".join(sorted(wanted)).encode()).hexdigest()[:16]
+        + " ".join(sorted(wanted)).encode()
+        + str(defined_only).encode()).hexdigest()[:16]
     stamp = out / ".zdinit-config"
     if stamp.exists() and stamp.read_text().strip() == key and \
             (out / ".config").exists():

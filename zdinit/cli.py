@@ -146,7 +146,7 @@ def check_series_targets(args):
             raise UsageError("--targets: 'none' cannot be combined with "
                              "other targets")
         return ()
-    if not any(series.SERIES[name][1] for name in args.series):
+    if not any(series.SERIES[name].cross_build for name in args.series):
         raise UsageError("--targets applies to the zone-device series "
                          "only: add it to --series or leave out --targets")
     return tuple(args.targets)

@@ -55,7 +55,8 @@ def requested(paths):
 
 
 def defined(tree, options):
-    """Those of options (CONFIG_ names) that tree's Kconfig files define."""
+    """Those of options (CONFIG_ names, so word characters alone) that a
+    Kconfig file somewhere in tree defines, for any architecture."""
     names = "|".join(o.removeprefix("CONFIG_") for o in options)
     if not names:
         return set()

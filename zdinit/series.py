@@ -13,20 +13,27 @@ from zdinit.errors import ZdinitError
 CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 
 
-# Each series of a base, by name: the kernel (build.VARIANTS) that is the
-# whole series, whose configuration every prefix is built with and whose
-# tree and build directory the check leaves behind, and whether cross.py
-# builds (and boots) the series on its other targets.  Each applies to the
-# pristine tree on its own.
+@dataclasses.dataclass(frozen=True)
+class Series:
+    # The kernel (build.VARIANTS) that is the whole series: every prefix is
+    # built in its configuration, tree and build directory, so that the
+    # check leaves it built.
+    variant: str
+    # Whether cross.py builds (and boots) the series on its other targets.
+    cross_build: bool
+
+    @property
+    def kind(self):
+        """Its patch directory's suffix (bases.Base.series_dir)."""
+        return build.VARIANTS[self.variant].series
+
+
+# Each series of a base, by name.  Each applies to the pristine tree on
+# its own.
 SERIES = {
-    "zone-device": ("patched", True),
-    "clear": ("clear", False),
+    "zone-device": Series("patched", cross_build=True),
+    "clear": Series("clear", cross_build=False),
 }
-
-
-def kind(name):
-    """The series' patch directory suffix (bases.Base.series_dir)."""
-    return build.VARIANTS[SERIES[name][0]].series
 
 
 @dataclasses.dataclass
@@ -58,23 +65,26 @@ def check(name, base, build_each=True, targets=()):
     After each patch: checkpatch, then an incremental build of the kernel
     and the project module, so every prefix of the series is bisectable.
     The tree and build directory are those of the kernel that is the
-    whole series, in its configuration: options of the series that a
-    patch defines are left out of the prefixes before it (configure()),
-    and once every patch is in, the tree is that kernel's, built, so that
-    bench reuses it instead of building it again.  Then, for a series
-    that asks for it, the whole series is built for each of targets
-    (cross.py: arm64 and a small x86-64 kernel built and booted to run
-    KUnit, i386 compiled).
+    whole series (Series.variant), in its configuration, the series' own
+    options left out of the prefixes before the patch that defines them
+    (build.configure()).  Once every patch is in, that kernel is built,
+    and the commands that boot it build nothing more.  Without
+    build_each, the patches go to a tree of the check's own, and that
+    kernel's build is left as it was.  Then, for a series that asks for
+    it, the whole series is built for each of targets (cross.py: arm64
+    and a small x86-64 kernel built and booted to run KUnit, i386
+    compiled).
     Returns (per-patch results, cross-build lines).
     """
-    variant, cross_build = SERIES[name]
-    fragments = list(build.VARIANTS[variant].fragments)
-    directory = base.series_dir(kind(name))
+    spec = SERIES[name]
+    fragments = list(build.VARIANTS[spec.variant].fragments)
+    directory = base.series_dir(spec.kind)
     patches = source.series(directory)
     if not patches:
         raise ZdinitError(f"base {base.name}: patches/{directory.name}/series "
                           "is missing or lists no patches")
-    work = build.work_name(variant, base)
+    work = build.work_name(spec.variant if build_each else f"check-{name}",
+                           base)
     tree, tmp = source.clone_tree(work, base)
     shutil.rmtree(tree, ignore_errors=True)
     os.rename(tmp, tree)
@@ -88,6 +98,7 @@ def check(name, base, build_each=True, targets=()):
             took = build.build_tree(work, tree, fragments, base,
                                     defined_only=i < len(patches)).build_s
         results.append(PatchResult(patch.name, verdict, took))
-    source.mark_variant_tree(tree, patches, base)
+    if build_each:
+        source.mark_variant_tree(tree, patches, base)
     return results, (cross.check(tree, patches, base, targets)
-                     if cross_build else [])
+                     if spec.cross_build else [])

@@ -169,13 +169,16 @@ def clone_tree(name, base):
     GNU patch writes a new file and renames it over the old one, so
     patching the copy never changes the pristine tree behind the links.
 
-    The tree's old build directory goes first: a file the old tree had
-    patched is back to its pristine, older mtime in the copy, so make
-    would keep the objects built from the patched file.
+    The tree's stamp and old build directory go first: a file the old
+    tree had patched is back to its pristine, older mtime in the copy, so
+    make would keep the objects built from the patched file.
     """
     pristine = pristine_tree(base)
-    shutil.rmtree(cache.build_dir(name), ignore_errors=True)
     tree = cache.src_dir(name)
+    # Unstamped first: a removal cut short must not leave a tree, or a
+    # build directory beside it, that a stamp still vouches for.
+    (tree / _STAMP).unlink(missing_ok=True)
+    shutil.rmtree(cache.build_dir(name), ignore_errors=True)
     tmp = tree.with_name(tree.name + ".preparing")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
