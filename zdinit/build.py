@@ -162,23 +162,11 @@ def make_env():
     names the tree; it cannot change the object, because ccache hands the
     compiler relative source paths that the absolute prefix never matches,
     so it is left out of the hash.
-
-    Depend mode: on a miss ccache compiles once, taking the headers from
-    kbuild's dependency file, rather than preprocessing first to look the
-    preprocessed text up.  Most misses here are cold builds, which that
-    lookup only slows.  Kernels of one configuration still find each
-    other's objects by their headers (direct mode), and the patched
-    kernel, whose configuration adds options to stock's, is built where
-    check-series left it (series.check()).  What it gives up: a kernel
-    that adds a debugging option to another's configuration (trace, the
-    contiguity check) compiles every file instead of finding most of
-    them by their preprocessed text.
     """
     env = dict(os.environ)
     env.update(CCACHE_DIR=str(cache.ccache_dir()),
                CCACHE_BASEDIR=str(cache.require_lock()),
                CCACHE_NOHASHDIR="1",
-               CCACHE_DEPEND="1",
                CCACHE_IGNOREOPTIONS="-fmacro-prefix-map=*",
                CCACHE_MAXSIZE=env.get("CCACHE_MAXSIZE", "10G"),
                KBUILD_BUILD_TIMESTAMP="2025-01-01",
