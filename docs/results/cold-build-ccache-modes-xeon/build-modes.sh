@@ -4,12 +4,13 @@
 # lookup), through ccache in depend mode, and without ccache.  Each ccache
 # build starts from an empty ccache directory.  Prints the seconds and the
 # object files of each.
-# Usage: build-modes.sh TREE CONFIG OUTDIR
+# Usage: build-modes.sh TREE CONFIG OUTDIR [MODES]
+# MODES: which builds, in which order (default: "default depend none").
 set -eu
-tree=$1 config=$2 out=$3
+tree=$1 config=$2 out=$3 modes=${4:-default depend none}
 grep -m1 'model name' /proc/cpuinfo
 echo "cpus $(nproc)"
-for mode in default depend none; do
+for mode in $modes; do
 	rm -rf "$out/$mode" "$out/$mode-ccache"
 	mkdir -p "$out/$mode"
 	cp "$config" "$out/$mode/.config"
