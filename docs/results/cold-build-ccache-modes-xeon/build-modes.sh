@@ -25,7 +25,7 @@ for mode in $modes; do
 	CCACHE_DIR="$out/$mode-ccache" CCACHE_NOHASHDIR=1 \
 		CCACHE_IGNOREOPTIONS='-fmacro-prefix-map=*' \
 		make -C "$tree" O="$out/$mode" -j$(($(nproc) + 1)) \
-		CC="$cc" HOSTCC="$cc" bzImage modules >"$out/$mode.log" 2>&1
-	echo "$mode rc=$? $(($(date +%s) - start)) s objs=$(find "$out/$mode" \
+		CC="$cc" HOSTCC="$cc" bzImage modules >"$out/$mode.log" 2>&1 && rc=0 || rc=$?
+	echo "$mode rc=$rc $(($(date +%s) - start)) s objs=$(find "$out/$mode" \
 		-name '*.o' ! -name 'built-in*' ! -name '*.mod.o' | wc -l)"
 done

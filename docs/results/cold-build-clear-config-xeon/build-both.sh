@@ -16,7 +16,7 @@ cp "$harness_config" "$out/harness/.config"
 make -C "$tree" O="$out/harness" olddefconfig >/dev/null
 for c in lean harness; do
 	start=$(date +%s)
-	make -C "$tree" O="$out/$c" -j3 bzImage modules >"$out/$c.log" 2>&1
-	echo "$c rc=$? $(($(date +%s) - start)) s objs=$(find "$out/$c" \
+	make -C "$tree" O="$out/$c" -j3 bzImage modules >"$out/$c.log" 2>&1 && rc=0 || rc=$?
+	echo "$c rc=$rc $(($(date +%s) - start)) s objs=$(find "$out/$c" \
 		-name '*.o' ! -name 'built-in*' ! -name '*.mod.o' | wc -l)"
 done
