@@ -63,6 +63,18 @@ def test_second_run_refuses_naming_the_holder(holder, scratch_cache, args):
     assert sorted(p.name for p in scratch_cache.iterdir()) == ["lock"]
 
 
+def test_refusal_says_what_another_cache_costs(holder, scratch_cache):
+    """Another ZDINIT_CACHE is no free way round the lock: it is empty, so
+    the line that suggests it says so."""
+    proc = run_zdinit("build", "base")
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].endswith(
+        "wait for it to finish or set ZDINIT_CACHE to another directory; it "
+        "starts empty: the kernel sources are fetched again and every kernel "
+        "is rebuilt cold"), lines[0]
+
+
 def test_make_lab_runs_while_another_run_holds_the_cache(holder):
     """The lab builds in lab/ and never reads the cache: no setup, no
     kernel source, no lock."""

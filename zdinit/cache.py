@@ -26,6 +26,12 @@ import shutil
 from zdinit.errors import ZdinitError
 
 
+# What moving the cache costs, said wherever a message suggests it: the
+# sources, builds and ccache stay behind in the old one.
+ANOTHER_CACHE = ("it starts empty: the kernel sources are fetched again "
+                 "and every kernel is rebuilt cold")
+
+
 def unusable(path, err):
     return ZdinitError(f"cannot use {path} as the cache: {err.strerror} "
                        "(set ZDINIT_CACHE to a writable directory)")
@@ -121,7 +127,7 @@ def lock(command):
             raise ZdinitError(
                 f"the cache {root} is in use by {holder or 'another run'}; "
                 "wait for it to finish or set ZDINIT_CACHE to another "
-                "directory") from None
+                f"directory; {ANOTHER_CACHE}") from None
         since = datetime.datetime.now(datetime.timezone.utc)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"PID {os.getpid()} ({command}, since "
@@ -187,4 +193,5 @@ def require_free_space(path, needed_bytes, what):
         raise ZdinitError(
             f"not enough free space for {what} in {probe}: need "
             f"{needed_bytes / 2**30:.1f} GiB, have {free / 2**30:.1f} GiB "
-            f"(free some space or set ZDINIT_CACHE elsewhere)")
+            f"(free some space or set ZDINIT_CACHE elsewhere; "
+            f"{ANOTHER_CACHE})")
