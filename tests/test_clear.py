@@ -408,3 +408,28 @@ def test_a_selftest_that_differs_from_stock_is_an_error():
     worse = dict(same, cow=("1", "pass:433,fail:1", "cow_test;"))
     with pytest.raises(ZdinitError, match="selftest cow preempt=full: clear"):
         clear.same_selftest_outcomes({"clear-base": same, "clear": worse}, "full")
+
+
+def test_resummarize_puts_back_what_the_samples_give():
+    """A stored record whose summary is stale (a vs_base from before it
+    was the ratio of the medians shown, a max wait, a vs_base stock no
+    longer gives) gets its samples' numbers, its fields in their place."""
+    spec = scenarios.plan_clear(["2M"], "64M", loops=3)
+    wait = [{"fault_ns": 9_000_000, "max_wait_ns": 3_000_000}]
+    samples = {
+        ("2M", "none", "6.12", "clear-base", "default"): entry([1.0] * 3),
+        ("2M", "none", "6.12", "clear", "stream"): entry(
+            [2.0] * 3, wait, demand=[0.5, 0.7, 0.6]),
+    }
+    fresh = clear.runs_table(samples, [spec])
+    stale = [dict(r) for r in fresh]
+    ours, stock = (next(r for r in stale if r["kernel"] == kernel)
+                   for kernel in ("clear", "clear-base"))
+    stock["vs_base"] = {"speedup": 9.0, "ci95": [8.0, 10.0]}
+    ours.update(median_gbps=7.0, max_wait_ms=1.0,
+                vs_base={"speedup": 1.5, "ci95": [1.0, 2.0]},
+                perf={"demand": dict(ours["perf"]["demand"],
+                                     median_gbps=7.0)})
+    again = clear.resummarize(stale)
+    assert again == fresh
+    assert [list(r) for r in again] == [list(r) for r in fresh]

@@ -137,3 +137,26 @@ def test_rows_are_compared_with_the_seed_method_on_their_own_kernel():
     assert "vs_seed" not in runs[("patched-memcpy", "auto")]
     row = report.rows([runs[("patched", "auto")]])[0]
     assert row[-1].startswith("2.00x [2.00-2.00]")
+
+
+def test_resummarize_puts_back_what_the_samples_give():
+    """Stored rebind records with a stale median, vs_base and vs_seed get
+    their samples' numbers back, each field in its place."""
+    from zdinit import bench, scenarios
+
+    def entry(samples_ms):
+        return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
+                "written": 8, "resolved": set(), "threads": set()}
+
+    samples = {
+        ("fsdax-dev", "", "base", "default"): entry([40.0, 41.0, 39.0]),
+        ("fsdax-dev", "", "patched", "stream@1"): entry([20.0, 22.0, 21.0]),
+        ("fsdax-dev", "", "patched", "auto"): entry([10.0, 11.0, 9.0]),
+    }
+    fresh = bench.runs_table(samples, scenarios.plan(["fsdax-dev"], "4G", 3))
+    stale = [dict(r) for r in fresh]
+    stale[0].update(median_ms=1.0, vs_base={"speedup": 9.0, "ci95": [1, 2]})
+    stale[1].update(vs_seed={"speedup": 9.0, "ci95": [1, 2]}, stdev_ms=0.0)
+    again = bench.resummarize(stale)
+    assert again == fresh
+    assert [list(r) for r in again] == [list(r) for r in fresh]

@@ -114,17 +114,43 @@ def runs_table(samples, specs):
                   "struct_pages_written": e["written"],
                   "first_bind_ms": e["first_bind_ms"],
                   "samples_ms": e["samples_ms"]}
-        record.update(stats.summarize(e["samples_ms"]))
-        base = samples.get((scenario, align, "base", "default"))
-        if base and kernel != "base" and base["samples_ms"]:
-            record["vs_base"] = stats.speedup(base["samples_ms"],
-                                              e["samples_ms"])
-            if record["vs_base"] is None:
-                record["vs_base_note"] = "base below its 1 ms resolution"
-        seed = samples.get((scenario, align, kernel, scenarios.SEED_METHOD))
-        if seed and strategy != scenarios.SEED_METHOD and seed["samples_ms"]:
-            record["vs_seed"] = stats.speedup(seed["samples_ms"],
-                                              e["samples_ms"])
         runs.append(hotplug.split_record(record) if scenario in family
                     else record)
-    return runs
+    return resummarize(runs)
+
+
+# Summary fields a record has only where its run has the row compared.
+RATIO_FIELDS = ("vs_base", "vs_base_note", "vs_seed")
+
+
+def measured(record):
+    """What a record times, apart from the kernel and strategy: records
+    of the same one are compared."""
+    return (record["scenario"], record.get("align"), record.get("variant"),
+            record.get("metric"))
+
+
+def summary(record, samples):
+    """The record's summary fields from its samples_ms and, for the
+    ratios, from samples: {(measured, kernel, strategy): samples_ms}."""
+    fields = stats.summarize(record["samples_ms"])
+    what, kernel = measured(record), record["kernel"]
+    base = samples.get((what, "base", "default"))
+    if base and kernel != "base":
+        fields["vs_base"] = stats.speedup(base, record["samples_ms"])
+        if fields["vs_base"] is None:
+            fields["vs_base_note"] = "base below its 1 ms resolution"
+    seed = samples.get((what, kernel, scenarios.SEED_METHOD))
+    if seed and record["strategy"] != scenarios.SEED_METHOD:
+        fields["vs_seed"] = stats.speedup(seed, record["samples_ms"])
+    return fields
+
+
+def resummarize(runs):
+    """The rebind and onlining records with every summary field (median
+    to stdev, vs_base, vs_seed) computed from their samples: the one
+    computation of them, for a new run and a committed one alike."""
+    samples = {(measured(r), r["kernel"], r["strategy"]): r["samples_ms"]
+               for r in runs}
+    return [stats.with_summary(r, summary(r, samples), RATIO_FIELDS)
+            for r in runs]

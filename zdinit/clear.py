@@ -238,32 +238,62 @@ def runs_table(samples, specs=()):
     runs = []
     for (page, preempt, base_name, kernel, method), e in sorted(
             samples.items(), key=_row_order):
-        record = {"base": base_name, "page": page, "preempt": preempt,
-                  "kernel": kernel, "method": method,
-                  "size_bytes": e["size"], "samples_gbps": e["gbps"],
-                  "latency": e["latency"], "rule": e["rule"]}
-        record.update(gbps_summary(e["gbps"]))
-        record["perf"] = {function: dict(gbps_summary(values),
-                                         samples_gbps=values)
-                          for function, values in e["perf"].items()
-                          if values}
-        # Against stock of the same base.
-        base = samples.get((page, preempt, base_name, "clear-base",
-                            "default"))
-        if base and kernel != "clear-base":
-            # GB/s is a rate: the ratio is this row's median over stock's,
-            # the two medians the table shows (a ratio of median times
-            # differs from it where N is even).
-            record["vs_base"] = stats.speedup(e["gbps"], base["gbps"])
-        if e["latency"]:
-            record["max_wait_ms"] = max(x["max_wait_ns"] for x in e["latency"]) / 1e6
-        if e["latency"] and preempt in BATCHED_MODELS:
-            # What one batch costs at the speed this guest cleared at: the
-            # bound batching promises where the model is not preemptible.
-            record["per_batch_ms"] = min(
-                x["fault_ns"] for x in e["latency"]) / 1e6 * BATCH / e["size"]
-        runs.append(record)
-    return runs
+        runs.append({"base": base_name, "page": page, "preempt": preempt,
+                     "kernel": kernel, "method": method,
+                     "size_bytes": e["size"], "samples_gbps": e["gbps"],
+                     "latency": e["latency"], "rule": e["rule"],
+                     "perf": {function: {"samples_gbps": values}
+                              for function, values in e["perf"].items()}})
+    return resummarize(runs)
+
+
+# Summary fields a record has only where its samples give them.
+OPTIONAL_FIELDS = ("vs_base", "max_wait_ms", "per_batch_ms")
+
+
+def kernel_row(record):
+    """(page, preempt, base, kernel, method): records from before the
+    family compared bases name none, and are all of one base."""
+    return (record["page"], record["preempt"], record.get("base"),
+            record["kernel"], record["method"])
+
+
+def summary(record, gbps):
+    """The record's summary fields from its samples and, for vs_base,
+    from gbps: {kernel_row: samples_gbps}."""
+    fields = gbps_summary(record["samples_gbps"])
+    if "perf" in record:     # runs from before perf bench have none
+        fields["perf"] = {function: dict(gbps_summary(p["samples_gbps"]),
+                                         samples_gbps=p["samples_gbps"])
+                          for function, p in record["perf"].items()
+                          if p["samples_gbps"]}
+    page, preempt, base_name, kernel, _ = kernel_row(record)
+    # Against stock of the same base.
+    stock = gbps.get((page, preempt, base_name, "clear-base", "default"))
+    if stock and kernel != "clear-base":
+        # GB/s is a rate: the ratio is this row's median over stock's,
+        # the two medians the table shows (a ratio of median times
+        # differs from it where N is even).
+        fields["vs_base"] = stats.speedup(record["samples_gbps"], stock)
+    latency = record["latency"]
+    if latency:
+        fields["max_wait_ms"] = max(x["max_wait_ns"] for x in latency) / 1e6
+    if latency and preempt in BATCHED_MODELS:
+        # What one batch costs at the speed this guest cleared at: the
+        # bound batching promises where the model is not preemptible.
+        fields["per_batch_ms"] = min(x["fault_ns"] for x in latency) / 1e6 \
+            * BATCH / record["size_bytes"]
+    return fields
+
+
+def resummarize(runs):
+    """The clearing records with every summary field (GB/s median to
+    stdev, perf's, vs_base, max wait, 32M batch) computed from their
+    samples: the one computation of them, for a new run and a committed
+    one alike."""
+    gbps = {kernel_row(r): r["samples_gbps"] for r in runs}
+    return [stats.with_summary(r, summary(r, gbps), OPTIONAL_FIELDS)
+            for r in runs]
 
 
 # GB/s as median, spread (p10-p90) and N: perf's two functions, then

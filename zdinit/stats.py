@@ -52,3 +52,14 @@ def speedup(base, other):
             ratios.append(b / o)
     return {"speedup": point, "ci95": [percentile(ratios, 2.5),
                                        percentile(ratios, 97.5)]}
+
+
+def with_summary(record, fields, optional=()):
+    """record with its summary fields replaced by fields: the optional
+    ones fields lacks are dropped (their samples no longer give them),
+    the others keep their place, so that a results.json summarised again
+    differs from the old one only in values."""
+    kept = {k: v for k, v in record.items() if k not in optional
+            or k in fields}
+    kept.update(fields)
+    return kept
