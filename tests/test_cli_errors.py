@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import bases, cli, qemu, scenarios
+from zdinit import bases, build, cli, qemu, scenarios
 from zdinit.errors import UsageError
 
 
@@ -44,14 +44,20 @@ def run_zdinit(cache, *args, **env):
     (["clear", "--size", "1536M"], "clear: size 1536M must be a non-zero "
      "multiple of the largest page size (1G)"),
     (["clear-check", "--size", "-1G"], "bad size '-1G'"),
-    # A base without the series a kernel needs is refused before anything
-    # is built (stock first would be a wasted build).
+    # A base without the patches a kernel needs is refused before anything
+    # is built (stock first would be a wasted build), naming the bases
+    # that have them and what this one lacks, from the project's root.
     (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
-      "hotplug-base,hotplug-counter"], "kernel 'hotplug-counter' has no "
-     "patch for base 6.12 ("),
+      "hotplug-base,hotplug-counter"], "kernel 'hotplug-counter' exists for "
+     "base 7.3 only; base 6.12 has no "
+     "patches/linux-6.12-alternatives/contiguity-counter.patch"),
     (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
-      "hotplug-base", "--contiguity"], "kernel 'hotplug-base' has no patch "
-     "for base 6.12 ("),
+      "hotplug-base", "--contiguity"], "kernel 'hotplug-base' with the "
+     "contiguity check exists for base 7.3 only; base 6.12 has no "
+     "patches/linux-6.12-alternatives/contiguity-check.patch"),
+    (["build", "--base", "6.12", "hotplug-counter"], "error: kernel "
+     "'hotplug-counter' exists for base 7.3 only; base 6.12 has no "
+     "patches/linux-6.12-alternatives/contiguity-counter.patch"),
     (["bench", "--base", "7.3", "--scenarios", "kmem", "--kernels",
       "patched", "--contiguity"], "--contiguity checks the hotplug kernels "
      "in kmem and virtio-mem, not patched"),
@@ -204,6 +210,18 @@ def test_too_big_for_host_memory_is_refused(monkeypatch):
 def test_a_base_without_the_series_is_refused_before_any_build(tmp_path):
     """Stock built first would be a wasted build."""
     lacking = dataclasses.replace(bases.get("7.3"), name="9.9")
-    with pytest.raises(UsageError, match="base 9.9 has no series for "
-                       "kernel 'clear': .*linux-9.9-clear/series"):
+    with pytest.raises(UsageError, match="^kernel 'clear' exists for bases "
+                       "6.12, 7.3 only; base 9.9 has no "
+                       "patches/linux-9.9-clear/series$"):
         cli.require_series(["clear-base", "clear"], lacking)
+
+
+def test_a_kernel_no_base_has_is_refused_as_it_is(monkeypatch):
+    """A variant naming a patch no series has is the project's bug: said
+    as it is, not as a choice of base."""
+    monkeypatch.setitem(build.VARIANTS, "odd", build.Variant(
+        ("zdinit",), "", only=("mm-no-such-patch",)))
+    with pytest.raises(UsageError, match="^base 7.3: kernel 'odd' names "
+                       "patch 'mm-no-such-patch', which linux-7.3/series "
+                       "lacks$"):
+        cli.require_series(["odd"], bases.get("7.3"))

@@ -6,8 +6,8 @@ import pathlib
 import shutil
 import subprocess
 
-from zdinit import cache, deps, kconfig, proc, progress, source
-from zdinit.errors import ZdinitError
+from zdinit import bases, cache, deps, kconfig, proc, progress, source
+from zdinit.errors import UsageError, ZdinitError
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -99,34 +99,80 @@ def variant_spec(variant, contiguity=False):
     return with_contiguity_check(spec) if contiguity else spec
 
 
+def typed_path(path):
+    """path as typed in the project's root, where it is under it."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+class MissingPatch(ZdinitError):
+    """A base lacks a patch file a variant applies; lacking: which, as
+    'no <its typed_path()>'."""
+
+    def __init__(self, message, lacking):
+        super().__init__(message)
+        self.lacking = lacking
+
+
 def variant_patches(variant, base, contiguity=False):
     """The patch files variant (with contiguity, plus the contiguity check)
-    applies to base, in order; one line why not if the base lacks its
-    series or one of the patches it names."""
+    applies to base, in order; MissingPatch if the base lacks its series
+    or one of the patches it names."""
     spec = variant_spec(variant, contiguity)
     if spec.series is None:
         patches = []
     else:
         directory = base.series_dir(spec.series)
+        series_file = typed_path(directory / "series")
         patches = source.series(directory)
         if not patches:
-            raise ZdinitError(f"base {base.name} has no series for kernel "
-                              f"'{variant}': {directory}/series is missing "
-                              "or empty")
+            raise MissingPatch(f"base {base.name} has no series for kernel "
+                               f"'{variant}': {directory}/series is missing "
+                               "or empty", f"no {series_file}")
         subjects = {subject(p) for p in patches}
         for name in spec.only + spec.leave_out:
             if name not in subjects:
-                raise ZdinitError(f"base {base.name}: kernel '{variant}' "
-                                  f"names patch '{name}', which "
-                                  f"{directory.name}/series lacks")
+                raise MissingPatch(f"base {base.name}: kernel '{variant}' "
+                                   f"names patch '{name}', which "
+                                   f"{directory.name}/series lacks",
+                                   f"no patch '{name}' in {series_file}")
         patches = [p for p in patches if spec.selects(subject(p))]
     for name in spec.extra:
-        extra = ROOT / name.format(base=base.name)
-        if not extra.is_file():
-            raise ZdinitError(f"kernel '{variant}' has no patch for base "
-                              f"{base.name} ({extra} is missing)")
-        patches.append(extra)
+        extra = name.format(base=base.name)
+        if not (ROOT / extra).is_file():
+            raise MissingPatch(f"kernel '{variant}' has no patch for base "
+                               f"{base.name} ({extra} is missing)",
+                               f"no {extra}")
+        patches.append(ROOT / extra)
     return patches
+
+
+def bases_with(variant, contiguity=False):
+    """The names of the bases that have every patch variant applies."""
+    having = []
+    for base in bases.BASES.values():
+        try:
+            variant_patches(variant, base, contiguity)
+        except MissingPatch:
+            continue
+        having.append(base.name)
+    return having
+
+
+def require_patches(variant, base, contiguity=False):
+    """variant_patches(), refused in one line naming the bases that have
+    the variant where base does not: what a user asks for on the wrong
+    base (a variant no base has is the project's bug, said as it is)."""
+    try:
+        return variant_patches(variant, base, contiguity)
+    except MissingPatch as err:
+        having = bases_with(variant, contiguity)
+        if not having:
+            raise
+        checked = " with the contiguity check" if contiguity else ""
+        raise UsageError(
+            f"kernel '{variant}'{checked} exists for base"
+            f"{'s' if len(having) > 1 else ''} {', '.join(having)} only; "
+            f"base {base.name} has {err.lacking}") from None
 
 
 def work_name(variant, base, contiguity=False):
@@ -315,7 +361,7 @@ def build(variant, base, contiguity=False):
     deps.require_tool("ccache", "ccache")
     if compiler(fragments) == "clang":
         deps.require_tool("clang", "clang")
-    patches = variant_patches(variant, base, contiguity)
+    patches = require_patches(variant, base, contiguity)
     name = work_name(variant, base, contiguity)
     tree = source.variant_tree(name, patches, base)
     kernel = build_tree(name, tree, fragments, base)

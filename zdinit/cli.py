@@ -80,11 +80,11 @@ def base_list(text):
 
 def require_series(variants, base, contiguity=False):
     """Before anything is locked, installed or built: every kernel the
-    command builds must have its patches in base's series (a stock kernel
-    built first would otherwise be wasted)."""
+    command builds must have its patches on base (a stock kernel built
+    first would otherwise be wasted)."""
     for variant in variants:
         try:
-            build.variant_patches(variant, base, contiguity)
+            build.require_patches(variant, base, contiguity)
         except ZdinitError as err:
             raise UsageError(str(err)) from None
 
