@@ -101,6 +101,26 @@ def run_zdinit(cache, *args, **env):
     (["check-series", "--series", "clear", "--targets", "x86_64"],
      "--targets applies to the zone-device series only: add it to --series"),
     (["lab", "--slow"], "unrecognized arguments: --slow"),
+    # An option given twice would keep its last value without a word.
+    (["bench", "--size", "4G", "--size", "8G"],
+     "argument --size: given more than once; give it once (see "),
+    (["bench", "--size=4G", "--size", "4G"], "argument --size: given more"),
+    (["bench", "--n", "3", "--n", "4"], "argument --n: given more"),
+    (["bench", "--rounds", "1", "--rounds", "2"], "argument --rounds: given"),
+    (["bench", "--align", "2M", "--align", "1G"], "argument --align: given"),
+    (["bench", "--scenarios", "kmem", "--scenarios", "virtio-mem"],
+     "argument --scenarios: given more than once; give it once, with a "
+     "comma list of them all"),
+    (["bench", "--kernels", "base", "--kernels", "patched"],
+     "argument --kernels: given more than once"),
+    (["bench", "--strategies", "auto", "--strategies", "slow"],
+     "argument --strategies: given more than once"),
+    (["bench", "--base", "7.3", "--base", "6.12"], "argument --base: given"),
+    (["clear", "--loops", "3", "--loops", "3"], "argument --loops: given"),
+    (["clear", "--base", "7.3", "--base", "6.12"],
+     "argument --base: given more than once; give it once, with a comma"),
+    (["build", "--base", "6.12", "base", "--base", "7.3"],
+     "argument --base: given more"),
     (["bogus"], "invalid choice: 'bogus'"),
     ([], "the following arguments are required: command"),
 ])
@@ -151,6 +171,23 @@ def test_every_option_has_help():
             .choices.items():
         for action in sub._actions:
             assert action.help, f"{name} {action.option_strings or action.dest}"
+
+
+def test_every_option_with_a_value_is_taken_once():
+    """Every option of every command that takes a value refuses a second
+    one (SingleValue); the rest are flags, which say the same twice."""
+    for name, sub in cli.parser()._subparsers._group_actions[0] \
+            .choices.items():
+        for action in sub._actions:
+            if action.option_strings and action.nargs != 0:
+                assert isinstance(action, cli.SingleValue), \
+                    (name, action.option_strings)
+
+
+def test_parsed_options_carry_nothing_of_the_check():
+    args = cli.parser().parse_args(["bench", "--size", "4G"])
+    assert args.size == "4G" and not any(
+        key.startswith("_") for key in vars(args)), vars(args)
 
 
 def test_unusable_cache_is_one_line(tmp_path):

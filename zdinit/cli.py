@@ -61,6 +61,7 @@ def comma_list(what, choices, check=None):
                 raise argparse.ArgumentTypeError(
                     f"{what} '{item}' given twice")
         return items
+    parse.comma_list = True     # for SingleValue's refusal
     return parse
 
 
@@ -76,6 +77,9 @@ def base_list(text):
     """argparse type: a comma list of kernel bases, none twice."""
     return [base_option(name)
             for name in comma_list("kernel base", tuple(bases.BASES))(text)]
+
+
+base_list.comma_list = True
 
 
 def require_series(variants, base, contiguity=False):
@@ -329,8 +333,42 @@ def cmd_capture_vectors(args):
         print(lab.capture_vectors(target, accel))
 
 
+# Where SingleValue notes, during one parse, the options already given;
+# OneLineParser takes it out of the parsed namespace.
+_GIVEN = "_zdinit_options_given"
+
+
+class SingleValue(argparse.Action):
+    """argparse's plain store, for every argument of every command, except
+    that an option given twice is refused: argparse would keep the last
+    value and drop the others without a word (--size 4G --size 8G)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given = vars(namespace).setdefault(_GIVEN, set())
+        if self.option_strings:
+            if self.dest in given:
+                raise argparse.ArgumentError(
+                    self, "given more than once; give it once"
+                    + (", with a comma list of them all"
+                       if getattr(self.type, "comma_list", False) else ""))
+            given.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
 class OneLineParser(argparse.ArgumentParser):
-    """Usage errors in the same one-line form as every other error."""
+    """Usage errors in the same one-line form as every other error; an
+    argument added without an action is a SingleValue."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Registered for each parser: every subcommand's parser is one too.
+        self.register("action", None, SingleValue)
+        self.register("action", "store", SingleValue)
+
+    def parse_known_args(self, args=None, namespace=None):
+        parsed, extras = super().parse_known_args(args, namespace)
+        vars(parsed).pop(_GIVEN, None)
+        return parsed, extras
 
     def error(self, message):
         self.exit(2, f"zdinit: error: {message} (see '{self.prog} --help')\n")
