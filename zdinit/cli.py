@@ -30,6 +30,9 @@ STRATEGIES = scenarios.STRATEGIES
 # The bench's default: the seeds' method (template and streaming stores
 # everywhere, one thread) and the series' own choice of method and threads.
 BENCH_STRATEGIES = (scenarios.SEED_METHOD, "auto")
+# The most boots per kernel (bench, clear) or rounds per check
+# (clear-check) one --rounds asks for.
+MAX_ROUNDS = 100
 
 
 def one_of(what, choices, text):
@@ -173,13 +176,17 @@ def cmd_check_series(args):
                 print(line)
 
 
+def check_rounds(rounds):
+    if not 1 <= rounds <= MAX_ROUNDS:
+        raise UsageError(f"--rounds must be 1..{MAX_ROUNDS}")
+
+
 def validate_bench(args):
     """What argparse cannot check alone; returns the scenarios' RunSpecs."""
     if args.verify and {"base", "hotplug-base"} & set(args.kernels):
         raise UsageError("--verify needs the patched kernel only: stock "
                          "has no memmap self-check (use --kernels patched)")
-    if not 1 <= args.rounds <= 100:
-        raise UsageError("--rounds must be 1..100")
+    check_rounds(args.rounds)
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
     if args.contiguity:
         other = ([k for k in args.kernels if k not in HOTPLUG_KERNELS]
@@ -221,8 +228,7 @@ def cmd_bench(args):
 def clear_spec(args, kernels):
     """The clear family's options, checked; the host must back the guest
     of each kernel.  kernels: (base, variant) pairs."""
-    if not 1 <= args.rounds <= 100:
-        raise UsageError("--rounds must be 1..100")
+    check_rounds(args.rounds)
     on_bases = list(dict.fromkeys(base for base, _ in kernels))
     spec = scenarios.plan_clear(args.pages, args.size,
                                 getattr(args, "loops", None), args.preempt,
@@ -380,9 +386,10 @@ def add_clear_options(p, size):
                    help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES)
                    + " (default " + ",".join(scenarios.CLEAR.default_pages)
                    + ")")
-    p.add_argument("--size", default=size, help="bytes mapped per page size "
-                   f"(default {size or scenarios.CLEAR.default_size >> 30}"
-                   f"{'' if size else 'G'})")
+    p.add_argument("--size", default=size, help="bytes mapped per page "
+                   "size, a multiple of the largest page size up to "
+                   f"{scenarios.size_text(scenarios.MAX_SIZE)} (default "
+                   f"{size or scenarios.size_text(scenarios.CLEAR.default_size)})")
     p.add_argument("--preempt",
                    type=comma_list("preemption model", scenarios.PREEMPT_MODELS),
                    help="comma list of the models the base boots with ("
@@ -453,11 +460,13 @@ def parser():
                    type=comma_list("scenario", tuple(scenarios.SCENARIOS)),
                    help="comma list of: " + ", ".join(scenarios.SCENARIOS)
                    + " (default: " + ", ".join(scenarios.DEFAULT_BENCH) + ")")
-    r.add_argument("--size", help="device size, e.g. 100G (default: per "
-                   "scenario, 100G; devprivate 64G; kmem, virtio-mem 16G)")
-    r.add_argument("--n", type=int, help="rebinds per strategy (default 30; "
-                   "devprivate 10); offline/online cycles per zone for "
-                   "kmem and virtio-mem (default 5)")
+    r.add_argument("--size", help="device size, e.g. 100G, "
+                   + scenarios.size_rule() + " (default: per scenario, "
+                   "100G; devprivate 64G; kmem, virtio-mem 16G)")
+    r.add_argument("--n", type=int, help="rebinds per strategy, or "
+                   "offline/online cycles per zone for kmem and virtio-mem, "
+                   f"1..{scenarios.MAX_N} (default 30; devprivate 10; kmem, "
+                   "virtio-mem 5)")
     r.add_argument("--align", type=comma_list("alignment",
                                               tuple(scenarios.ALIGNS)),
                    help="devdax alignments, comma list of: "
@@ -466,12 +475,14 @@ def parser():
     r.add_argument("--strategies",
                    type=comma_list("strategy", STRATEGIES,
                                    scenarios.check_strategy),
-                   help="patched kernel strategies, NAME or NAME@THREADS, "
+                   help="patched kernel strategies, NAME or NAME@THREADS "
+                   f"(THREADS 1..{scenarios.MAX_THREADS}), "
                    "interleaved in each boot (default: "
                    + ",".join(BENCH_STRATEGIES) + "; kmem and virtio-mem "
                    "online with them only when given)")
     r.add_argument("--rounds", type=int, default=2,
-                   help="boots per kernel, alternating kernels (default 2)")
+                   help="boots per kernel, alternating kernels, "
+                   f"1..{MAX_ROUNDS} (default 2)")
     r.add_argument("--verify", action="store_true",
                    help="compare every memmap with the slow path (patched)")
     r.add_argument("--contiguity", action="store_true",
@@ -483,7 +494,8 @@ def parser():
 
     t = sub.add_parser("selftest", help="prove every strategy builds the "
                        "slow path's memmap, byte for byte, in QEMU")
-    t.add_argument("--size", default="4G", help="NVDIMM size (default 4G)")
+    t.add_argument("--size", default="4G", help="NVDIMM size, "
+                   + scenarios.size_rule() + " (default 4G)")
     add_base_option(t)
     t.set_defaults(func=cmd_selftest)
 
@@ -498,15 +510,17 @@ def parser():
         "clear", help="demand-fault huge pages in QEMU, stock vs the clear "
         "series, on one base or several: GB/s of zdclear and of 'perf "
         "bench mem mmap', and the wait of a task on the same CPU"), None)
-    cb.add_argument("--loops", type=int, help="timed mappings per method "
-                    f"(default {scenarios.CLEAR.default_loops})")
+    cb.add_argument("--loops", type=int, help="timed mappings per method, "
+                    f"1..{scenarios.MAX_N} (default "
+                    f"{scenarios.CLEAR.default_loops})")
     cb.add_argument("--kernels",
                     type=comma_list("kernel", clear.KERNELS),
                     help="comma list of: " + ", ".join(clear.KERNELS)
                     + ", each on every base (default: clear-base on every "
                     "base, clear on the last)")
     cb.add_argument("--rounds", type=int, default=2,
-                    help="boots per kernel and model, alternating (default 2)")
+                    help="boots per kernel and model, alternating, "
+                    f"1..{MAX_ROUNDS} (default 2)")
     cb.add_argument("--base", default=[bases.get(bases.DEFAULT)],
                     type=base_list,
                     help=f"comma list of kernel bases (default "
@@ -516,7 +530,8 @@ def parser():
         "clear-check", help="every huge page the clear kernel hands out "
         "reads back zero, for each method and preemption model"), "1G")
     cc.add_argument("--rounds", type=int, default=2,
-                    help="fill, free, re-fault rounds per check (default 2)")
+                    help="fill, free, re-fault rounds per check, "
+                    f"1..{MAX_ROUNDS} (default 2)")
     cc.add_argument("--kernel", default="clear",
                     type=functools.partial(one_of, "kernel",
                                            clear.CHECK_KERNELS),

@@ -13,6 +13,7 @@ STRUCT_PAGE = 64             # sizeof(struct page) in the guest kernel
 REUSE_PAGES = 128            # struct pages per compound page with tail reuse
 ALIGNS = {"4K": 4096, "2M": 2 * MiB, "1G": GiB}
 MAX_SIZE = 1 << 40
+MIN_SIZE = 2 * SECTION        # the smallest device: two memory sections
 HOTPLUG_LOW_RAM_MB = 3 * 1024    # the pc machine's RAM below 4 GiB
 MAX_N = 1000
 
@@ -152,6 +153,12 @@ def size_text(size):
     return str(size)
 
 
+def size_rule():
+    """What plan() asks of a size, in words: for --help and its refusal."""
+    return (f"a multiple of {size_text(SECTION)} between "
+            f"{size_text(MIN_SIZE)} and {size_text(MAX_SIZE)}")
+
+
 def parse_size(text):
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.I)
     if not m:
@@ -175,9 +182,8 @@ def plan(names, size=None, n=None, aligns=None):
               and not sc.hotplug else sc.default_aligns)
         if not 1 <= count <= MAX_N:
             raise UsageError(f"--n must be 1..{MAX_N}, not {count}")
-        if sz < 2 * SECTION or sz % SECTION or sz > MAX_SIZE:
-            raise UsageError(f"{name}: size {shown} must be a multiple of "
-                             f"128M between 256M and {size_text(MAX_SIZE)}")
+        if sz < MIN_SIZE or sz % SECTION or sz > MAX_SIZE:
+            raise UsageError(f"{name}: size {shown} must be {size_rule()}")
         for a in al:
             if sc.mode != "devdax":
                 continue
