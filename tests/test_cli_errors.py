@@ -80,6 +80,21 @@ def run_zdinit(cache, *args, **env):
      "unknown alignment '7M'"),
     (["bench", "--scenarios", "devdax-mem", "--size", "1G", "--align", "1G"],
      "align 1G needs a size"),
+    # Options that would be dropped unseen: --align where no devdax rebind
+    # scenario runs (kmem onlines at its default alignment), --strategies
+    # where no kernel has the series' strategies.
+    (["bench", "--scenarios", "fsdax-dev", "--align", "2M"],
+     "--align sets the alignments of devdax-dev, devdax-mem only, not "
+     "fsdax-dev: add one to --scenarios or leave out --align"),
+    (["bench", "--scenarios", "kmem,fsdax-mem", "--align", "1G"],
+     "--align sets the alignments of devdax-dev, devdax-mem only, not kmem, "
+     "fsdax-mem"),
+    (["bench", "--kernels", "base", "--strategies", "auto"],
+     "--strategies chooses the series' memmap strategies, which kernel base "
+     "does not have: add patched to --kernels or leave out --strategies"),
+    (["bench", "--scenarios", "kmem", "--kernels", "base,hotplug-contig",
+      "--strategies", "template"], "which kernels base, hotplug-contig do "
+     "not have"),
     (["bench", "--kernels", ","], "argument --kernels: no kernel given"),
     (["bench", "--kernels", ""], "argument --kernels: no kernel given"),
     (["bench", "--scenarios", ","], "argument --scenarios: no scenario given"),
@@ -171,6 +186,30 @@ def test_every_option_has_help():
             .choices.items():
         for action in sub._actions:
             assert action.help, f"{name} {action.option_strings or action.dest}"
+
+
+@pytest.mark.parametrize("args,warning", [
+    (["--align", "1G"], "warning: --align 1G applies to devdax-dev, "
+     "devdax-mem only, not fsdax-dev, fsdax-mem, devprivate"),
+    (["--scenarios", "devdax-mem,kmem", "--align", "2M,1G"],
+     "warning: --align 2M,1G applies to devdax-mem only, not kmem"),
+    (["--scenarios", "devdax-dev,devdax-mem", "--align", "2M"], None),
+    (["--scenarios", "fsdax-dev"], None),
+])
+def test_align_beside_scenarios_it_does_not_set_is_said(capsys, args,
+                                                        warning):
+    """--align with some devdax scenarios and others is a plain request
+    (the default scenarios are such a mix): it runs, and one line says
+    where the alignments apply."""
+    specs = cli.validate_bench(cli.parser().parse_args(
+        ["bench", "--size", "4G", *args]))
+    assert all(s.aligns == s.scenario.default_aligns for s in specs
+               if not s.scenario.takes_align)
+    lines = capsys.readouterr().err.strip().splitlines()
+    if warning is None:
+        assert lines == []
+    else:
+        assert len(lines) == 1 and lines[0].endswith(warning), lines
 
 
 def test_every_option_with_a_value_is_taken_once():

@@ -22,6 +22,9 @@ KERNELS = ("base", "patched")
 # virtio-mem; hotplug-contig: that plus the contiguity walk patch;
 # hotplug-counter: that plus the alternative to it, the contiguity count.
 HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig", "hotplug-counter")
+# Stock, and stock with onlining patches: no strategy knob, they run with
+# the kernel's own code alone.
+KERNELS_WITHOUT_STRATEGIES = ("base",) + HOTPLUG_KERNELS
 # patched-memcpy: the series without patch 7 (the template copy from
 # registers), to measure that patch alone.
 BENCH_KERNELS = KERNELS + ("patched-memcpy",) + HOTPLUG_KERNELS
@@ -101,7 +104,7 @@ def prepare_target(variant, base, strategies, hotplug_strategies=None,
     """hotplug_strategies: what the patched kernel onlines with, each in
     turn (None: the kernel's choice, not touching the knob); contiguity:
     build it with the contiguity check."""
-    stock = variant in ("base", *HOTPLUG_KERNELS)
+    stock = variant in KERNELS_WITHOUT_STRATEGIES
     return bench.build_target(
         variant, base, ("default",) if stock else strategies,
         ("default",) if stock or not hotplug_strategies
@@ -181,13 +184,46 @@ def check_rounds(rounds):
         raise UsageError(f"--rounds must be 1..{MAX_ROUNDS}")
 
 
+def check_strategies(strategies, kernels):
+    """--strategies with no kernel that has them would be dropped unseen."""
+    if strategies and set(kernels) <= set(KERNELS_WITHOUT_STRATEGIES):
+        raise UsageError(
+            "--strategies chooses the series' memmap strategies, which "
+            f"kernel{'s' if len(kernels) > 1 else ''} {', '.join(kernels)} "
+            f"{'do' if len(kernels) > 1 else 'does'} not have: add patched "
+            "to --kernels or leave out --strategies")
+
+
+def check_align(aligns, specs):
+    """--align sets the alignments of the devdax rebind scenarios alone:
+    refused where none of them runs; where others run beside them, a
+    warning names those it sets (bench --align 1G with the default
+    scenarios is a plain request)."""
+    if not aligns:
+        return
+    aligned = [s.scenario.name for s in specs if s.scenario.takes_align]
+    others = [s.scenario.name for s in specs if not s.scenario.takes_align]
+    if not aligned:
+        raise UsageError(
+            "--align sets the alignments of " + ", ".join(
+                name for name, sc in scenarios.SCENARIOS.items()
+                if sc.takes_align)
+            + " only, not " + ", ".join(others)
+            + ": add one to --scenarios or leave out --align")
+    if others:
+        progress.say(f"warning: --align {','.join(aligns)} applies to "
+                     f"{', '.join(aligned)} only, not {', '.join(others)}")
+
+
 def validate_bench(args):
     """What argparse cannot check alone; returns the scenarios' RunSpecs."""
     if args.verify and {"base", "hotplug-base"} & set(args.kernels):
         raise UsageError("--verify needs the patched kernel only: stock "
                          "has no memmap self-check (use --kernels patched)")
     check_rounds(args.rounds)
+    check_strategies(args.strategies, args.kernels)
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
+    check_align(args.align, specs)
     if args.contiguity:
         other = ([k for k in args.kernels if k not in HOTPLUG_KERNELS]
                  + [s.scenario.name for s in specs if not s.scenario.zones])

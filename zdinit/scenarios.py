@@ -70,6 +70,12 @@ class Scenario:
     def hotplug(self):
         return self.family == "hotplug"
 
+    @property
+    def takes_align(self):
+        """Whether --align sets its alignments: devdax rebinds; kmem onlines
+        its devdax namespace at the default alignment alone."""
+        return self.mode == "devdax" and not self.hotplug
+
 
 SCENARIOS = {s.name: s for s in [
     Scenario("fsdax-dev", "fsdax", "dev", 100 * GiB, 30, ("",),
@@ -178,8 +184,7 @@ def plan(names, size=None, n=None, aligns=None):
         sz = parse_size(size) if isinstance(size, str) else (size or sc.default_size)
         shown = size if isinstance(size, str) else size_text(sz)
         count = sc.default_n if n is None else n
-        al = (tuple(aligns) if aligns and sc.mode == "devdax"
-              and not sc.hotplug else sc.default_aligns)
+        al = tuple(aligns) if aligns and sc.takes_align else sc.default_aligns
         if not 1 <= count <= MAX_N:
             raise UsageError(f"--n must be 1..{MAX_N}, not {count}")
         if sz < MIN_SIZE or sz % SECTION or sz > MAX_SIZE:
