@@ -215,3 +215,119 @@ def test_docs_command_checks_then_renders(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "README.md").read_text() == edited
     assert cli.main(["docs"]) == 0
     assert (tmp_path / "README.md").read_text() == page
+
+
+# Tables from samples: every number a table shows is computed from the
+# committed samples, and a run whose stored summary its samples do not
+# give fails the check, in one line naming the run and the field.
+
+def committed_copy(tmp_path, monkeypatch, run, edit=None):
+    """docs/results/RUN (results.json, table.py) copied to a results
+    directory docs reads instead, the results passed through edit()."""
+    results = json.loads((docs.RESULTS / run / "results.json").read_text())
+    if edit:
+        edit(results)
+    copy = tmp_path / "results" / run
+    copy.mkdir(parents=True)
+    (copy / "results.json").write_text(json.dumps(results, indent=1))
+    script = docs.RESULTS / run / "table.py"
+    if script.is_file():
+        (copy / "table.py").write_text(script.read_text())
+    monkeypatch.setattr(docs, "RESULTS", tmp_path / "results")
+
+
+def pages_without_tables(tmp_path, monkeypatch):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("No tables.\n")
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+
+
+def one_error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+@pytest.mark.parametrize("run,row,field", [
+    ("clear-perf-7.3", "7.3 1G full clear cached", "vs_base.speedup"),
+    ("clear-perf-7.3", "7.3 2M lazy clear stream", "median_gbps"),
+    ("clear-perf-7.3", "7.3 1G lazy clear stream", "perf.demand.median_gbps"),
+    ("bench-100g-7.3", "devdax-dev 2M patched auto", "median_ms"),
+    ("bench-100g-7.3", "devdax-dev 2M patched auto", "vs_seed.ci95[0]"),
+    ("hotplug-16g", "kmem movable: online wall patched default",
+     "vs_base.speedup"),
+])
+def test_a_stored_summary_its_samples_do_not_give_fails_the_check(
+        tmp_path, monkeypatch, capsys, run, row, field):
+    """The committed run passes; with one stored field off by half, the
+    check fails in one line naming the run, the record and the field."""
+    *path, last = [int(k) if k.isdigit() else k
+                   for k in re.findall(r"[^.\[\]]+", field)]
+
+    def edit(results):
+        record = next(r for r in results["runs"]
+                      if docs.record_name(r) == row)
+        for key in path:
+            record = record[key]
+        record[last] *= 1.5
+
+    pages_without_tables(tmp_path, monkeypatch)
+    committed_copy(tmp_path, monkeypatch, run)
+    assert cli.main(["docs", "--check"]) == 0
+    capsys.readouterr()
+    committed_copy(tmp_path / "edited", monkeypatch, run, edit)
+    assert cli.main(["docs", "--check"]) == 1
+    assert f"docs/results/{run}: '{row}' {field} is " in \
+        one_error_line(capsys)
+
+
+def double_the_stored_summaries(results):
+    """Every float of every record doubled, but the samples."""
+    def doubled(value, key=""):
+        if key.startswith("samples_") or key in ("latency", "first_bind_ms"):
+            return value
+        if isinstance(value, dict):
+            return {k: doubled(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [doubled(v) for v in value]
+        return value * 2 if isinstance(value, float) else value
+    results["runs"] = [doubled(r) for r in results["runs"]]
+
+
+@pytest.mark.parametrize("spec", [
+    "clear-perf-7.3 clear; where: page = 1G",
+    "clear-4g clear",
+    "bench-100g-7.3 bench",
+    "hotplug-16g-counter-7.3 bench; where: scenario ~ online wall",
+    "hotplug-16g onlining",
+    "hotplug-16g-tmpl script; part: 2",
+])
+def test_tables_are_computed_from_the_samples(tmp_path, monkeypatch, spec):
+    """Stored summaries all wrong, the table the same; the check, not the
+    table, says the run is wrong."""
+    run = spec.split()[0]
+    shown = docs.render(spec)
+    committed_copy(tmp_path, monkeypatch, run, double_the_stored_summaries)
+    assert docs.render(spec) == shown
+    assert docs.stale_summary(run).startswith(f"docs/results/{run}: ")
+
+
+def test_every_committed_run_is_what_its_samples_give():
+    """Cited by a page or not."""
+    assert not docs.stale_summaries()
+
+
+def test_a_failing_check_names_the_page_and_the_table(tmp_path, monkeypatch,
+                                                      capsys):
+    page = text(ROOT / "docs" / "measurements.md")
+    table = next(m for m in docs.MARKER.finditer(page)
+                 if m["spec"].startswith("clear-perf-7.3 "))
+    body = re.sub(r"\| (\d+)\.(\d\d)x", r"| \g<1>.9\2x", table["body"],
+                  count=1)
+    pages_without_tables(tmp_path, monkeypatch)
+    (tmp_path / "docs" / "measurements.md").write_text(
+        page[:table.start("body")] + body + page[table.end("body"):])
+    assert cli.main(["docs", "--check"]) == 1
+    err = one_error_line(capsys)
+    assert f"docs/measurements.md: table '{table['spec']}' (run " in err, err
+    assert err.count("table '") == 1, err

@@ -360,7 +360,7 @@ def cmd_docs(args):
     stale, count = docs.update(check=args.check)
     if args.check and stale:
         raise ZdinitError("tables differ from what their runs render in "
-                          + ", ".join(stale)
+                          + docs.stale_text(stale)
                           + " (run 'python3 -m zdinit docs')")
     done = "checked" if args.check else "rendered"
     print(f"{done} {count} tables" + (f"; changed {', '.join(stale)}"

@@ -19,16 +19,26 @@ The first words are the run's directory under docs/results/ and its kind
     part: N                    the Nth table the renderer prints (default 1)
 
 `python3 -m zdinit docs` renders every marked table in place; with
---check it changes nothing and fails naming the pages whose tables
+--check it changes nothing and fails naming the pages and tables that
 differ from what their runs render.  A run renders only if it records
 the command that made it and a project revision without -dirty.
+
+Every number a table shows is computed from the run's samples by its
+family's own code (bench.resummarize, clear.resummarize), never read
+from the summary fields results.json stores beside them; and both
+commands refuse while a committed run's stored summaries are not what
+its samples give (regenerate() rewrites them), so that results.json and
+summary.md say what the tables say.
 """
 import contextlib
+import functools
 import importlib.util
 import io
+import json
+import math
 import re
 
-from zdinit import build, clear, report
+from zdinit import bench, build, clear, families, report
 from zdinit.errors import UsageError, ZdinitError
 
 ROOT = build.ROOT
@@ -89,6 +99,142 @@ def provenance(run):
         raise UsageError(f"docs/results/{run} was made from a dirty tree "
                          f"({rev}): rerun its command on a clean one")
     return results
+
+
+def resummarized(runs):
+    """runs, in their order, with every summary field computed again from
+    their samples by their family's own code."""
+    clearing = [families.CLEARING.owns(r) for r in runs]
+    # Each family's records come back in their order: take them in turn.
+    fresh = {True: iter(clear.resummarize(
+                 [r for r, c in zip(runs, clearing) if c])),
+             False: iter(bench.resummarize(
+                 [r for r, c in zip(runs, clearing) if not c]))}
+    return [next(fresh[c]) for c in clearing]
+
+
+@functools.lru_cache(maxsize=64)
+def _resummarized_json(text):
+    """resummarized() of the records of a results.json's text, as JSON
+    text: computed once per content, since update() checks every run and
+    renders some in several tables, and the bootstrap intervals are slow;
+    text, so that no caller can change what the next one gets."""
+    return json.dumps(resummarized(json.loads(text)["runs"]))
+
+
+def runs_from_samples(run):
+    """A committed run's records with every summary field computed from
+    their samples."""
+    text = (RESULTS / run / "results.json").read_text()
+    try:
+        return json.loads(_resummarized_json(text))
+    except KeyError as err:
+        raise UsageError(f"docs/results/{run}: a record has no {err}, so "
+                         "its summary cannot be computed") from None
+
+
+def from_samples(run):
+    """A committed run's results (see provenance()) with its records'
+    summaries computed from their samples: what every table shows."""
+    return dict(provenance(run), runs=runs_from_samples(run))
+
+
+ABSENT = "absent"
+
+
+def record_name(record):
+    """'7.3 1G none clear stream', 'kmem movable mom: online wall patched
+    auto': the row's name in the tables, then its kernel and method."""
+    if families.CLEARING.owns(record):
+        # Clearing runs from before the family compared bases name none.
+        return " ".join(record[k] for k in ("base", "page", "preempt",
+                                            "kernel", "method")
+                        if record.get(k))
+    return f"{report.row_label(record)} {record['kernel']} " \
+        f"{record['strategy']}"
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def first_difference(stored, fresh, field=""):
+    """(field, stored value, fresh value) where stored first differs from
+    fresh, as 'vs_base.ci95[0]'; None where they agree.  Floats agree
+    within rounding: JSON keeps them exactly, but the same sum in another
+    order may differ in its last bit."""
+    if isinstance(stored, dict) and isinstance(fresh, dict):
+        for key in [*stored, *(k for k in fresh if k not in stored)]:
+            name = f"{field}.{key}" if field else key
+            if key not in stored or key not in fresh:
+                return name, stored.get(key, ABSENT), fresh.get(key, ABSENT)
+            found = first_difference(stored[key], fresh[key], name)
+            if found:
+                return found
+        return None
+    if isinstance(stored, list) and isinstance(fresh, list) \
+            and len(stored) == len(fresh):
+        for i, (s, f) in enumerate(zip(stored, fresh)):
+            found = first_difference(s, f, f"{field}[{i}]")
+            if found:
+                return found
+        return None
+    if _number(stored) and _number(fresh) and math.isclose(
+            stored, fresh, rel_tol=1e-9, abs_tol=1e-12):
+        return None
+    return None if stored == fresh else (field, stored, fresh)
+
+
+def _shown(value):
+    return f"{value:.6g}" if isinstance(value, float) else \
+        value if value == ABSENT else json.dumps(value)
+
+
+def stale_summary(run):
+    """One line naming the first record and field whose stored summary a
+    committed run's samples do not give, or None."""
+    runs = report.load_results(RESULTS / run / "results.json")["runs"]
+    for stored, fresh in zip(runs, runs_from_samples(run)):
+        found = first_difference(stored, fresh)
+        if found:
+            field, was, gives = found
+            return (f"docs/results/{run}: '{record_name(stored)}' {field} "
+                    f"is {_shown(was)}, its samples give {_shown(gives)}")
+    return None
+
+
+def stale_summaries():
+    """stale_summary() of every committed run with a results.json, cited
+    by a page or not."""
+    runs = sorted(p.parent.name for p in RESULTS.glob("*/results.json"))
+    return [line for line in map(stale_summary, runs) if line]
+
+
+def check_summaries():
+    """Refuse, in one line naming each run and field, while a committed
+    run's stored summaries are not what its samples give."""
+    stale = stale_summaries()
+    if stale:
+        raise ZdinitError("stored summaries differ from their samples: "
+                          + "; ".join(stale) + " (python3 -c 'from zdinit "
+                          "import docs; docs.regenerate(\"RUN\")' rewrites "
+                          "them from the samples)")
+
+
+def regenerate(run):
+    """Rewrite a committed run's stored summaries from its samples: the
+    summary fields of results.json (nothing else of it) and summary.md,
+    which families.summary_md() renders from the same records."""
+    directory = RESULTS / run
+    results = report.load_results(directory / "results.json")
+    results["runs"] = resummarized(results["runs"])
+    # As families.write() writes it; the records keep their fields, an
+    # implied base included only in what summary.md is rendered from.
+    (directory / "results.json").write_text(json.dumps(results, indent=1)
+                                            + "\n")
+    named = dict(results, runs=_clear_runs(results)) \
+        if any(map(families.CLEARING.owns, results["runs"])) else results
+    (directory / "summary.md").write_text(families.summary_md(named))
 
 
 def caption(run, results):
@@ -184,7 +330,7 @@ def view(table, options):
 def render(spec):
     """The text between a marker and its end: the run, then the table."""
     run, kind, options = parse_spec(spec)
-    results = provenance(run)
+    results = from_samples(run)
     text = RENDERERS[kind](results, RESULTS / run)
     tables = markdown_tables(text)
     if not 1 <= options["part"] <= len(tables):
@@ -214,18 +360,36 @@ def render_page(text, name):
     return MARKER.sub(one, text)
 
 
+def changed_tables(old, new):
+    """The specs of the marked tables whose bodies differ between two
+    texts of a page (the same markers in the same order)."""
+    return [was["spec"] for was, now in zip(MARKER.finditer(old),
+                                            MARKER.finditer(new))
+            if was["body"] != now["body"]]
+
+
+def stale_text(stale):
+    """update()'s stale tables in words: 'PAGE: table 'SPEC', ...; ...'."""
+    return "; ".join(f"{page}: " + ", ".join(f"table '{spec}'"
+                                             for spec in specs)
+                     for page, specs in stale.items())
+
+
 def update(check=False, root=None):
-    """Render every page's tables; returns the pages whose tables were
-    (with check: would be) changed, and the number of tables."""
+    """Render every page's tables; returns {page: [spec, ...]} of the
+    tables that were (with check: would be) changed, and the number of
+    tables.  Refused first while a committed run's stored summaries are
+    not what its samples give (check_summaries())."""
+    check_summaries()
     root = root or ROOT
-    stale, count = [], 0
+    stale, count = {}, 0
     for page in pages(root):
         text = page.read_text()
         name = str(page.relative_to(root))
         new = render_page(text, name)
         count += len(MARKER.findall(text))
         if new != text:
-            stale.append(name)
+            stale[name] = changed_tables(text, new)
             if not check:
                 page.write_text(new)
     return stale, count
