@@ -11,6 +11,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 
 from zdinit import (bases, bench, build, cache, clear, cross, deps, docs,
                     families, lab, progress, qemu, runner, safety, scenarios,
@@ -256,6 +257,7 @@ def cmd_bench(args):
         progress.say(f"accelerator: {accel} ({why})")
         final, results = runner.measure(plan, targets, args.rounds, accel,
                                         why, args.command_line,
+                                        started=args.started,
                                         verify=args.verify)
     print(families.text_report(results))
     print(f"\nresults: {final} (results/latest)")
@@ -284,7 +286,7 @@ def cmd_clear(args):
         targets, accel, why = clear.prepare(spec, kernels, with_perf=True)
         final, results = runner.measure(
             [(families.CLEARING, spec)], targets, args.rounds, accel, why,
-            args.command_line,
+            args.command_line, started=args.started,
             name=lambda k: clear.kernel_name(k.base, k.variant))
     print(families.text_report(results))
     print(f"\nresults: {final} (results/latest)")
@@ -635,9 +637,12 @@ def join_dash_values(argv):
 
 
 def main(argv=None):
+    # The start of the command's wall time, which its results record.
+    started = time.monotonic()
     argv = sys.argv[1:] if argv is None else argv
     args = parser().parse_args(join_dash_values(argv))
     args.command_line = "python3 -m zdinit " + shlex.join(argv)
+    args.started = started
     # SIGTERM unwinds like ^C, so partial results are marked FAILED.
     signal.signal(signal.SIGTERM, _terminate)
     try:

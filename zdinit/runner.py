@@ -4,6 +4,7 @@ results directory that is published whole or marked failed."""
 import contextlib
 import os
 import subprocess
+import time
 
 from zdinit import families, placement, progress, qemu, report
 from zdinit.build import ROOT
@@ -79,12 +80,14 @@ def boot_once(family, spec, target, variation, round_share, accel, logs_dir,
     return result
 
 
-def measure(plan, targets, rounds, accel, accel_why, command_line,
-            verify=False, name=lambda k: k.variant):
+def measure(plan, targets, rounds, accel, accel_why, command_line, *,
+            started, verify=False, name=lambda k: k.variant):
     """The measured run: results/<stamp>/ with results.json, summary.md
     and the plots, published whole; on any failure or interruption the
-    directory is renamed -FAILED with the logs kept.  name: what a kernel
-    is called in the record.  Returns (directory, results)."""
+    directory is renamed -FAILED with the logs kept.  started: the
+    command's time.monotonic() at its start, for the run's wall time
+    (builds included); name: what a kernel is called in the record.
+    Returns (directory, results)."""
     # Before the boots: the revision is the one that ran, whatever is
     # committed while it runs.
     env = environment(accel, accel_why, targets, name)
@@ -95,7 +98,9 @@ def measure(plan, targets, rounds, accel, accel_why, command_line,
         for family in dict.fromkeys(f for f, _ in plan):
             runs += family.records(samples[family.name],
                                    [s for f, s in plan if f is family])
-        results = {"command": command_line, "env": env, "runs": runs}
+        results = {"command": command_line,
+                   "wall_s": round(time.monotonic() - started, 1),
+                   "env": env, "runs": runs}
         families.write(results, partial)
     except BaseException:
         failed = report.mark_failed(partial)
