@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from conftest import ROOT
-from zdinit import cli, docs
+from zdinit import cli, docnumbers, docs
 from zdinit.errors import UsageError
 
 PAGES = docs.pages()
@@ -331,3 +331,120 @@ def test_a_failing_check_names_the_page_and_the_table(tmp_path, monkeypatch,
     err = one_error_line(capsys)
     assert f"docs/measurements.md: table '{table['spec']}' (run " in err, err
     assert err.count("table '") == 1, err
+
+
+# The numbers typed into the prose: each one a run's files (or its own
+# arithmetic) give, and each cited commit in the history.
+
+def test_every_measured_number_in_the_prose_is_backed():
+    problems = docnumbers.unbacked()
+    assert not problems, "\n".join(problems)
+
+
+def test_every_cited_commit_is_in_the_history():
+    problems = docnumbers.missing_commits()
+    assert not problems, "\n".join(problems)
+
+
+def backed(page, kind, marked=False):
+    """The first quantity of a kind in a page's prose that a run (or, with
+    marked, its arithmetic mark) backs, with its block."""
+    for block in docnumbers.blocks(page):
+        for quantity in docnumbers.quantities(block.text):
+            if quantity.kind == kind and bool(quantity.mark) == marked \
+                    and (block.runs or marked) \
+                    and not docnumbers.check_quantity(quantity, block):
+                return block, quantity
+    raise AssertionError(f"{page.name} has no backed {kind}")
+
+
+def edited(page, block, old, new, tmp_path):
+    """A copy of the page with the first 'old' at or after the block's
+    first line replaced by 'new' (old may wrap across lines)."""
+    text = page.read_text()
+    start = sum(len(line) + 1 for line in text.splitlines()[:block.line - 1])
+    pattern = r"\s+".join(re.escape(word) for word in old.split())
+    match = re.compile(pattern).search(text, start)
+    assert match, f"{old!r} not found in {page.name} from line {block.line}"
+    copy = tmp_path / page.name
+    copy.write_text(text[:match.start()] + new + text[match.end():])
+    return copy
+
+
+def bumped(quantity_text, factor=1.33):
+    """The quantity with its first number scaled, kept at the precision
+    it is written with."""
+    number = re.search(docnumbers.NUMBER, quantity_text)[0]
+    decimals = len(number.partition(".")[2])
+    new = f"{float(number.replace(',', '')) * factor:.{decimals}f}"
+    return quantity_text.replace(number, new, 1)
+
+
+@pytest.mark.parametrize("page,kind,marked", [
+    ("README.md", "time", False),        # a prose time: make test's minutes
+    ("README.md", "count", True),        # a count: struct pages per 100 GB
+    ("docs/testing.md", "time", False),
+    ("docs/measurements.md", "time", False),   # a prose median, 58.90 ms
+    ("docs/measurements.md", "ratio", False),
+    ("README.md", "size", False),        # the cache's size after a run
+])
+def test_editing_a_number_from_a_run_fails(page, kind, marked, tmp_path):
+    block, quantity = backed(ROOT / page, kind, marked)
+    copy = edited(ROOT / page, block, quantity.text, bumped(quantity.text),
+                  tmp_path)
+    assert docnumbers.unbacked([copy]), \
+        f"{page}: '{quantity.text}' edited and still accepted"
+
+
+def test_editing_a_cited_commit_fails(tmp_path):
+    page = ROOT / "docs" / "measurements.md"
+    text = page.read_text()
+    commit = next(word for word in docnumbers.COMMIT.findall(text)
+                  if re.search(r"\d", word) and re.search("[a-f]", word))
+    copy = tmp_path / page.name
+    copy.write_text(text.replace(commit, commit[::-1], 1))
+    assert docnumbers.missing_commits([copy])
+
+
+def test_most_edits_of_backed_numbers_are_caught():
+    """Each backed number changed by a third up and down: the check must
+    see at least nine edits in ten (a size written 4 GB may exist in a
+    run as another size; a time as another duration)."""
+    tried = caught = 0
+    for page in PAGES:
+        for block in docnumbers.blocks(page):
+            for quantity in docnumbers.quantities(block.text):
+                if not block.runs or quantity.mark or \
+                        docnumbers.check_quantity(quantity, block):
+                    continue
+                for factor in (1.33, 0.71):
+                    edit, = docnumbers.quantities(
+                        bumped(quantity.text, factor))
+                    tried += 1
+                    caught += bool(docnumbers.check_quantity(edit, block))
+    assert tried > 30, f"only {tried} backed numbers found"
+    assert caught >= 0.9 * tried, f"{caught} of {tried} edits caught"
+
+
+def test_an_arithmetic_mark_is_redone():
+    block = docnumbers.Block("page.md", 1, "", [])
+    good, = docnumbers.quantities(
+        "26 million<!-- = 100 * GiB / (4 * KiB) -->")
+    assert docnumbers.check_quantity(good, block) is None
+    wrong, = docnumbers.quantities(
+        "16 million<!-- = 100 * GiB / (4 * KiB) -->")
+    assert "gives 2.62144e+07" in docnumbers.check_quantity(wrong, block)
+    code, = docnumbers.quantities("26 million<!-- = open('x') -->")
+    assert "is not arithmetic" in docnumbers.check_quantity(code, block)
+    both = docnumbers.quantities("21 to 26 per cent<!-- = 21.3, 26.04 -->")
+    assert docnumbers.check_quantity(both[0], block) is None
+
+
+def test_a_number_beside_a_table_is_checked_against_its_run():
+    page = ROOT / "README.md"
+    blocks = docnumbers.blocks(page)
+    beside = [b for b in blocks if "bench-100g-7.3" in b.runs
+              and "docs/results/" not in b.text]
+    assert beside, "no block sits beside the bench table"
+    typed, = docnumbers.quantities("took 123.45 ms")
+    assert docnumbers.check_quantity(typed, beside[0])
