@@ -424,10 +424,11 @@ def add_clear_options(p, size):
                    help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES)
                    + " (default " + ",".join(scenarios.CLEAR.default_pages)
                    + ")")
+    default_size = size or scenarios.size_text(scenarios.CLEAR.default_size)
     p.add_argument("--size", default=size, help="bytes mapped per page "
                    "size, a multiple of the largest page size up to "
                    f"{scenarios.size_text(scenarios.MAX_SIZE)} (default "
-                   f"{size or scenarios.size_text(scenarios.CLEAR.default_size)})")
+                   f"{default_size})")
     p.add_argument("--preempt",
                    type=comma_list("preemption model", scenarios.PREEMPT_MODELS),
                    help="comma list of the models the base boots with ("
