@@ -28,25 +28,70 @@ static unsigned long long xgetbv0(void)
 	return ((unsigned long long)hi << 32) | lo;
 }
 
-static unsigned int llc_kb(void)
+/*
+ * cpu0's caches from sysfs, index0 on: x86 lists four or five, and eight
+ * leaves room.  Zero where a file cannot be read.
+ */
+#define MAX_CACHE_INDEX	8
+
+struct cache_leaf {
+	unsigned int level, kb;
+	bool instruction;
+};
+
+static bool read_leaf(int i, struct cache_leaf *leaf)
 {
-	unsigned int best = 0;
+	static const char *const base = "/sys/devices/system/cpu/cpu0/cache";
+	char path[96], type[16] = "";
+	FILE *fh;
 
-	for (int i = 0; i < 8; i++) {
-		char path[96];
-		unsigned int kb;
-		FILE *fh;
-
-		snprintf(path, sizeof(path),
-			 "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
-		fh = fopen(path, "r");
-		if (!fh)
-			break;
-		if (fscanf(fh, "%uK", &kb) == 1 && kb > best)
-			best = kb;
+	*leaf = (struct cache_leaf){ 0 };
+	snprintf(path, sizeof(path), "%s/index%d/size", base, i);
+	fh = fopen(path, "r");
+	if (!fh)
+		return false;
+	if (fscanf(fh, "%uK", &leaf->kb) != 1)
+		leaf->kb = 0;
+	fclose(fh);
+	snprintf(path, sizeof(path), "%s/index%d/level", base, i);
+	fh = fopen(path, "r");
+	if (fh) {
+		if (fscanf(fh, "%u", &leaf->level) != 1)
+			leaf->level = 0;
 		fclose(fh);
 	}
+	snprintf(path, sizeof(path), "%s/index%d/type", base, i);
+	fh = fopen(path, "r");
+	if (fh) {
+		if (fscanf(fh, "%15s", type) != 1)
+			type[0] = '\0';
+		fclose(fh);
+	}
+	leaf->instruction = !strcmp(type, "Instruction");
+	return true;
+}
+
+/* The largest cache: the last level on every x86 CPU. */
+static unsigned int llc_kb(void)
+{
+	struct cache_leaf leaf;
+	unsigned int best = 0;
+
+	for (int i = 0; i < MAX_CACHE_INDEX && read_leaf(i, &leaf); i++)
+		if (leaf.kb > best)
+			best = leaf.kb;
 	return best;
+}
+
+/* The level 2 data or unified cache, which the clearing rule compares with. */
+static unsigned int l2_kb(void)
+{
+	struct cache_leaf leaf;
+
+	for (int i = 0; i < MAX_CACHE_INDEX && read_leaf(i, &leaf); i++)
+		if (leaf.level == 2 && !leaf.instruction)
+			return leaf.kb;
+	return 0;
 }
 
 static bool masked(const char *mask, const char *name)
@@ -106,6 +151,7 @@ void cpu_detect(struct cpu_features *f, const char *mask)
 		f->model[48] = '\0';
 	}
 	f->llc_kb = llc_kb();
+	f->l2_kb = l2_kb();
 
 	if (masked(mask, "sse2"))
 		f->sse2 = false;
@@ -131,10 +177,12 @@ static const char *yes(bool b)
 void print_cpu_json(const struct cpu_features *f)
 {
 	printf("\"cpu\": {\"model\": \"%s\", \"family\": %u, \"model_id\": %u, "
-	       "\"stepping\": %u, \"llc_kb\": %u, \"sse2\": %s, \"avx2\": %s, "
+	       "\"stepping\": %u, \"llc_kb\": %u, \"l2_kb\": %u, "
+	       "\"sse2\": %s, \"avx2\": %s, "
 	       "\"avx512f\": %s, \"movdir64b\": %s, \"clflushopt\": %s, "
 	       "\"erms\": %s, \"fsrm\": %s, \"clzero\": %s}",
 	       f->model, f->family, f->model_id, f->stepping, f->llc_kb,
+	       f->l2_kb,
 	       yes(f->sse2), yes(f->avx2), yes(f->avx512f), yes(f->movdir64b),
 	       yes(f->clflushopt), yes(f->erms), yes(f->fsrm), yes(f->clzero));
 }

@@ -21,6 +21,7 @@ struct cpu_features {
 	char model[49];
 	unsigned int family, model_id, stepping;
 	unsigned int llc_kb;	/* from sysfs, 0 if unknown */
+	unsigned int l2_kb;	/* level 2 data/unified, sysfs, 0 if unknown */
 };
 
 /*
