@@ -109,7 +109,7 @@ def test_recommendation_finds_the_crossover():
     runs = [run("cold", 1, "template-u64", 10), run("cold", 1, "sse2-movntdq", 12),
             run("cold", 2, "template-u64", 20), run("cold", 2, "sse2-movntdq", 15),
             run("cold", 4, "template-u64", 40), run("cold", 4, "sse2-movntdq", 25)]
-    rec = lab.recommend(runs)["cold"]
+    rec = lab.stream_crossover(runs)["cold"]
     assert rec["stream_wins_from_bytes"] == 2
     assert rec["best_at_largest"] == "sse2-movntdq"
 
@@ -277,6 +277,74 @@ def test_clear_recommendation_batch_threshold_and_ratios():
     assert ratios["vs_upstream_2M_meets_goal"] is False
     hot = rec["anon-thp/hot"]
     assert hot["batch_bytes"] is None and "vs_upstream_2M" not in hot["ratios"]
+
+
+# ---- the clearing rule (lab_clear.clear_choice) ---------------------------
+
+ZEN4 = {"family": 25, "model_id": 17, "clzero": True}
+XEON = {"family": 6, "model_id": 207, "clzero": False}
+
+
+def test_clear_rule_streams_from_the_l2_with_clzero_or_movnti():
+    M = 1 << 20
+    assert lab_clear.clear_choice(2 * M, M, ZEN4) == "clzero"
+    assert lab_clear.clear_choice(2 * M - 4096 * 5, 2 * M, XEON) == \
+        "extent-stosb"      # a 2 MB THP's runs away from the fault
+    assert lab_clear.clear_choice(1 << 30, 2 * M, XEON) == "movnti"
+    assert lab_clear.clear_choice(1 << 30, 0, ZEN4) == "extent-stosb"
+    # A run's own l2_kb first; the committed CPUs' L2 where it has none.
+    assert lab_clear.l2_bytes(dict(XEON, l2_kb=1024)) == M
+    assert lab_clear.l2_bytes(XEON) == 2 * M
+    assert lab_clear.l2_bytes({"family": 1, "model_id": 1}) == 0
+
+
+def committed_clear_points():
+    return {name: lab_clear.clear_rule_points(runs, cpu) for name, (cpu, runs)
+            in lab.committed_clear_runs().items()}
+
+
+def test_clear_rule_is_within_10_percent_on_every_committed_clearing_run():
+    points = committed_clear_points()
+    assert set(points) == {"lab-clear/lab.json",
+                           "lab-xeon-emr-16cpu/zdlab/clear.json",
+                           "lab-xeon-emr-16cpu/zdlab/clear3-hot.json"}
+    assert sum(map(len, points.values())) >= 29
+    assert not [(n, p) for n, ps in points.items() for p in ps
+                if p["flagged"]]
+
+
+@pytest.mark.parametrize("name,wrong,caught", [
+    ("clear_choice", lambda run, l2, cpu: "extent-stosb",
+     ("lab-clear/lab.json", "cold")),
+    ("stream_method", lambda cpu: "movnti", ("lab-clear/lab.json", "hot")),
+], ids=["never-stream", "movnti-despite-clzero"])
+def test_a_wrong_clear_rule_is_caught(monkeypatch, name, wrong, caught):
+    monkeypatch.setattr(lab_clear, name, wrong)
+    flagged = {(n, p["state"]) for n, ps in committed_clear_points().items()
+               for p in ps if p["flagged"]}
+    assert caught in flagged
+
+
+def test_streaming_a_2m_page_costs_a_task_that_reads_it_all_at_once():
+    """Why the clearing rule keeps REP STOSB below the L2: on the Xeon a
+    2 MB page streamed is faster to touch first and slower to read
+    whole, the lines coming from memory instead of the cache."""
+    fault = json.loads((lab.RESULTS / "lab-xeon-emr-16cpu/zdlab/fault.json")
+                       .read_text())["runs"]
+    us = {(r["method"], r["access"], r["touch_bytes"]): r["median_ns"] / 1e3
+          for r in fault if r.get("order") == "plain"}
+    assert us["movnti", "read", 4096] < 0.8 * us["extent-stosb", "read", 4096]
+    assert us["movnti", "read", 2 << 20] > 1.2 * us["extent-stosb", "read",
+                                                    2 << 20]
+
+
+def test_features_report_the_l2_from_sysfs():
+    cache = pathlib.Path("/sys/devices/system/cpu/cpu0/cache")
+    l2 = [d for d in cache.glob("index*")
+          if (d / "level").read_text().strip() == "2"
+          and (d / "type").read_text().strip() != "Instruction"]
+    want = int((l2[0] / "size").read_text().strip().rstrip("K")) if l2 else 0
+    assert lab.features()["cpu"]["l2_kb"] == want
 
 
 def test_fault_summary_names_the_fastest_and_the_neighbourhood_gain():

@@ -1,4 +1,5 @@
-"""Drive the native lab (lab/): build it, capture its vectors, run sweeps."""
+"""Drive the native lab (lab/): build it, capture its vectors, run sweeps,
+and read what they measured against the store rule (zdinit/store_rule.py)."""
 import contextlib
 import fcntl
 import json
@@ -7,10 +8,11 @@ import pathlib
 import re
 import subprocess
 
-from zdinit import lab_clear, parse, progress, qemu, report
-from zdinit.errors import ZdinitError
+from zdinit import lab_clear, parse, progress, qemu, report, store_rule
+from zdinit.errors import UsageError, ZdinitError
 
 LAB = pathlib.Path(__file__).resolve().parent.parent / "lab"
+RESULTS = LAB.parent / "docs" / "results"
 VECTORS = LAB / "vectors" / "linux-6.12-x86_64.txt"
 STREAMING = ("movnti", "sse2-movntdq", "avx2-vmovntdq", "avx512-vmovntdq",
              "movdir64b")
@@ -159,7 +161,7 @@ def wins_from(points):
     return start
 
 
-def recommend(size_runs):
+def stream_crossover(size_runs):
     """Best strategy per state at the largest size, and where streaming
     starts to beat every cached strategy."""
     out = {}
@@ -179,6 +181,488 @@ def recommend(size_runs):
                       "stream_wins_from_bytes": wins_from(points),
                       "best_by_size": {str(k): v for k, v in winners.items()}}
     return out
+
+
+# ---- the store rule (zdinit/store_rule.py) against what was measured -----
+
+# The lab strategies that stand for the rule's two choices: the kernel
+# streams with memfill_nt(), MOVNTI, and since patch 7 copies cached from
+# registers.  A run from before template-regs existed stands in with the
+# nearest cached copy it measured, in this order: the unrolled copy the
+# kernel had before patch 7, the same as a loop over the words, memcpy().
+KERNEL_STREAM = "movnti"
+KERNEL_CACHED = ("template-regs", "template-reload", "template-u64",
+                 "template-memcpy")
+# A point is flagged where the best the kernel can run (the slow path,
+# its cached copy, MOVNTI) is faster than the rule's choice by more than
+# this factor: about the spread of one lab cell between sessions.  Wider
+# streaming stores (SSE2, AVX, MOVDIR64B) are reported beside it: which
+# instruction memfill_nt() should use is not the rule's question.
+TOLERANCE = 1.10
+
+
+def load_bench(path, cut_off=False):
+    """The JSON a zdlab bench or a lab run wrote, each run with its
+    geometry; one line why not.  cut_off: the file was cut off after a
+    complete run line (a time limit); keep the runs of its whole lines."""
+    try:
+        text = pathlib.Path(path).read_text()
+    except OSError as err:
+        raise UsageError(f"cannot read {path}: {err.strerror}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as err:
+        if not cut_off:
+            raise UsageError(f"{path} is cut off or not JSON ({err})") \
+                from None
+        data = whole_lines(path, text)
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise UsageError(f"{path} has no list of runs: not a zdlab bench")
+    for r in data["runs"]:
+        if isinstance(r, dict):
+            r.setdefault("geometry", data.get("geometry"))
+    return data
+
+
+def whole_lines(path, text):
+    """A zdlab bench cut off between runs: its first line (the header and
+    the opening of the list), then one run per line."""
+    lines = text.splitlines()
+    try:
+        data = json.loads(lines[0] + "]}")
+        data["runs"] = [json.loads(line.removeprefix(","))
+                        for line in lines[1:] if line.strip()]
+    except (ValueError, IndexError) as err:
+        raise UsageError(f"{path}: not a zdlab bench cut off between "
+                         f"runs ({err})") from None
+    return data
+
+
+def check_measured(runs, cpu, where="the lab run"):
+    """Refuse, in one line, a run the rule cannot be read from: no runs,
+    a run that is neither measured nor marked unsupported or unavailable,
+    no CPU or no LLC field.  An LLC of 0 (zdlab could not read it) is
+    not refused: the rule assumes its default."""
+    if not isinstance(cpu, dict) or "llc_kb" not in cpu:
+        raise ZdinitError(f"{where} records no CPU LLC size (cpu.llc_kb)")
+    if not runs:
+        raise ZdinitError(f"{where} has no runs")
+    for i, r in enumerate(runs):
+        if not isinstance(r, dict):
+            raise ZdinitError(f"{where}: run {i} is not an object")
+        if r.get("unsupported") or r.get("unavailable"):
+            continue
+        missing = [k for k in ("strategy", "state", "threads",
+                               "memmap_bytes", "median_ns") if k not in r]
+        if missing:
+            raise ZdinitError(f"{where}: run {i} ({r.get('strategy', '?')}) "
+                              f"has no {', '.join(missing)}: a partial run")
+    if not any("median_ns" in r for r in runs):
+        raise ZdinitError(f"{where} measured nothing")
+
+
+def point_key(r):
+    return (r.get("sweep", ""), r["geometry"], r["backing"], r["state"],
+            r["memmap_bytes"], r["threads"])
+
+
+def cached_stand_in(strategies):
+    """The cached copy that stands for the kernel's among strategies."""
+    return next((s for s in KERNEL_CACHED if s in strategies), None)
+
+
+def rule_stand_in(choice, strategies):
+    """The lab strategy that stands for a store_rule.Choice, or None."""
+    if choice.strategy == store_rule.STREAM:
+        return KERNEL_STREAM if KERNEL_STREAM in strategies else None
+    return cached_stand_in(strategies)
+
+
+def rule_point(key, medians, llc_bytes, node_cpus, rule=store_rule.choose):
+    """rule's choice at one measured point ({strategy: median ns})
+    against the best the kernel can run and the best store measured;
+    None where MOVNTI or a cached copy is missing to judge it by."""
+    cached = cached_stand_in(medians)
+    if KERNEL_STREAM not in medians or not cached:
+        return None
+    sweep, geometry, backing, state, size, threads = key
+    choice = rule(size, llc_bytes, node_cpus)
+    mine = rule_stand_in(choice, medians)
+    kernel = {s: medians[s] for s in (KERNEL_STREAM, cached, "slow")
+              if s in medians}
+    kernel_best = min(kernel, key=kernel.get)
+    best_any = min(medians, key=medians.get)
+    return {"sweep": sweep, "geometry": geometry, "backing": backing,
+            "state": state, "memmap_bytes": size, "threads": threads,
+            "rule": choice.strategy, "rule_threads": choice.threads,
+            "rule_strategy": mine, "rule_ns": medians[mine],
+            "kernel_best": kernel_best, "kernel_best_ns": kernel[kernel_best],
+            "best": best_any, "best_ns": medians[best_any],
+            "rule_over_best": medians[mine] / kernel[kernel_best],
+            "flagged": medians[mine] > TOLERANCE * kernel[kernel_best]}
+
+
+def rule_points(runs, llc_bytes, node_cpus, rule=store_rule.choose):
+    """rule_point() at every point measured, and the points it could not
+    judge."""
+    cells = {}
+    for r in runs:
+        if "median_ns" in r:
+            cells.setdefault(point_key(r), {})[r["strategy"]] = r["median_ns"]
+    points, unjudged = [], []
+    for key, medians in sorted(cells.items()):
+        p = rule_point(key, medians, llc_bytes, node_cpus, rule)
+        (points if p else unjudged).append(p or key)
+    return points, unjudged
+
+
+def rule_report(runs, cpu, node_cpus):
+    """The store rule on this CPU and at every point of runs."""
+    llc = cpu["llc_kb"] << 10
+    points, unjudged = rule_points(runs, llc, node_cpus)
+    return {"llc_bytes": llc, "llc_assumed": not llc,
+            "stream_from_bytes": store_rule.stream_from_bytes(llc),
+            "node_cpus": node_cpus,
+            "max_threads": store_rule.DEFAULT_MAX_THREADS,
+            "tolerance": TOLERANCE, "points": points,
+            "unjudged": [list(k) for k in unjudged]}
+
+
+def recommend(runs, cpu, node_cpus):
+    """What a lab run says: where streaming starts to win in the size
+    sweep, and the store rule's choice at every point measured; one line
+    why not for a run it cannot be read from."""
+    check_measured(runs, cpu)
+    return {"stream_crossover": stream_crossover(
+                [r for r in runs if r.get("sweep", "size") == "size"]),
+            "rule": rule_report(runs, cpu, node_cpus)}
+
+
+def recommend_file(path, node_cpus):
+    """recommend() of a lab.json or zdlab bench output."""
+    data = load_bench(path)
+    return recommend(data["runs"], data.get("cpu"), node_cpus)
+
+
+def fmt_ms(ns):
+    return f"{ns / 1e6:.2f}"
+
+
+def point_label(p):
+    sweep = f"{p['sweep']} " if p["sweep"] else ""
+    return (f"{sweep}{p['geometry']} {p['backing']} {p['state']} "
+            f"{p['memmap_bytes'] >> 20}M x{p['threads']}")
+
+
+def rule_table(points):
+    """One row per point: the rule's choice, the best the kernel can run
+    and the best store measured, in ms."""
+    rows = [["point", "rule", "rule ms", "kernel best", "ms", "rule/best",
+             "best store", "ms", "flag"]]
+    for p in points:
+        rows.append([point_label(p),
+                     f"{p['rule']} ({p['rule_strategy']})",
+                     fmt_ms(p["rule_ns"]), p["kernel_best"],
+                     fmt_ms(p["kernel_best_ns"]), f"{p['rule_over_best']:.2f}",
+                     p["best"], fmt_ms(p["best_ns"]),
+                     f">{TOLERANCE - 1:.0%}" if p["flagged"] else ""])
+    return lab_clear.grid(rows)
+
+
+def rule_summary_lines(rule):
+    """The rule as applied here, then every point where the best the
+    kernel can run beats the rule's choice by more than TOLERANCE."""
+    llc = ("unknown, so " if rule["llc_assumed"] else
+           f"{lab_clear.fmt_size(rule['llc_bytes'])}, ")
+    flagged = [p for p in rule["points"] if p["flagged"]]
+    lines = [f"store rule (zdinit/store_rule.py): LLC {llc}stream from "
+             f"{lab_clear.fmt_size(rule['stream_from_bytes'])} of struct "
+             f"pages, one thread per "
+             f"{lab_clear.fmt_size(store_rule.BYTES_PER_THREAD)} up to "
+             f"min({rule['node_cpus']} CPUs, {rule['max_threads']}); "
+             f"within {TOLERANCE - 1:.0%} of the best the kernel can run at "
+             f"{len(rule['points']) - len(flagged)} of "
+             f"{len(rule['points'])} points"]
+    lines += [f"  {point_label(p)}: rule {p['rule_strategy']} "
+              f"{fmt_ms(p['rule_ns'])} ms, {p['kernel_best']} "
+              f"{fmt_ms(p['kernel_best_ns'])} ms is "
+              f"{p['rule_over_best']:.2f}x faster" for p in flagged]
+    return lines
+
+
+# ---- the committed native runs (docs/results/lab*/) ----------------------
+
+# Cut off by the time limit of the session that made them (their
+# README): every line after the header holds one complete run, and only
+# those are read.  Every other file must be whole.
+CUT_OFF_RUNS = {"lab-xeon-emr-16cpu/zdlab/mm-16000M.json",
+                "lab-xeon-emr-16cpu/zdlab/mm-64000M.json"}
+# The CPUs of the committed runs, by (family, model), as tables name them.
+CPU_NAMES = {(25, 17): "AMD Zen 4", (26, 2): "AMD Zen 5",
+             (6, 207): "Intel Xeon EMR"}
+# The binds the tables show: struct page bytes of a 100 GB and a 1 TB
+# order-0 device (64 bytes per 4 KiB page), as the lab's sizes name them.
+BINDS = {"100 GB": 1600 << 20, "1 TB": 16000 << 20}
+
+
+def cpu_name(cpu):
+    return CPU_NAMES.get((cpu.get("family"), cpu.get("model_id")),
+                         f"family {cpu.get('family')} model "
+                         f"{cpu.get('model_id')}")
+
+
+def committed_files(root=RESULTS):
+    """(path under root, JSON) of every committed lab run's file but
+    `zdlab features`, which holds the CPU alone."""
+    for path in sorted(root.glob("lab*/**/*.json")):
+        name = path.relative_to(root).as_posix()
+        if path.name != "features.json":
+            yield name, load_bench(path, cut_off=name in CUT_OFF_RUNS)
+
+
+def committed_memmap_runs(root=RESULTS):
+    """{path under root: zdlab bench} of every committed lab run with
+    memmap stores."""
+    out = {}
+    for name, data in committed_files(root):
+        if any("strategy" in r for r in data["runs"]):
+            check_measured(data["runs"], data.get("cpu"), name)
+            out[name] = data
+    return out
+
+
+def committed_clear_runs(root=RESULTS):
+    """{path under root: (cpu, bench runs)} of every committed clearing
+    bench: the "clear" part of a lab.json, or a `zdlab clear bench`."""
+    out = {}
+    for name, data in committed_files(root):
+        if "clear" in data:
+            out[name] = (data["cpu"], data["clear"]["bench"])
+        elif data.get("command") == "clear bench":
+            out[name] = (data["cpu"], data["runs"])
+    return out
+
+
+def node_cpus_by_cpu(runs_by_file):
+    """The CPUs each machine had, as the most threads its runs used (the
+    lab's threads sweep runs to every CPU; zdlab records no CPU count)."""
+    out = {}
+    for data in runs_by_file.values():
+        name = cpu_name(data["cpu"])
+        most = max((r.get("threads", 1) for r in data["runs"]), default=1)
+        out[name] = max(out.get(name, 1), most)
+    return out
+
+
+def committed_rule_points(runs_by_file=None, rule=store_rule.choose):
+    """[(file, CPU name, point)] at every point of the committed runs,
+    and [(file, key)] of those that cannot be judged."""
+    runs_by_file = runs_by_file or committed_memmap_runs()
+    cpus = node_cpus_by_cpu(runs_by_file)
+    points, unjudged = [], []
+    for name, data in runs_by_file.items():
+        cpu = cpu_name(data["cpu"])
+        mine, left = rule_points(data["runs"], data["cpu"]["llc_kb"] << 10,
+                                 cpus[cpu], rule)
+        points += [(name, cpu, p) for p in mine]
+        unjudged += [(name, key) for key in left]
+    return points, unjudged
+
+
+def exception_key(name, p):
+    return f"{name}: {point_label(p)}"
+
+
+# Compound pages with vmemmap tail reuse write 128 struct pages (8 KiB)
+# each, and the lab that measured them fenced (SFENCE) after each
+# compound page's streamed run, where the kernel's memfill_nt() does not:
+# it issues one wmb() per thread, at its end.  The penalty follows the
+# number of fences per 1.6 GB: MOVNTI over template-u64 on Zen 4
+# (lab-clear/lab.json) and Zen 5 (lab/lab.json) is 0.92x and 0.75x
+# order-0 (one fence), 0.89x and 0.74x with 1G pages (100), 1.03x and
+# 0.88x with 2M (51200), 1.49x and 1.09x with 1G-reuse, 1.72x and 1.15x
+# with 2M-reuse (204800 each).  lab/memmap.c now fences once per call;
+# should streaming still lose there, the rule needs the tail reuse the
+# kernel knows (compound_nr_pages()).
+_REUSE = ("the lab fenced after each 8 KiB compound page written, the "
+          "kernel fences once per thread; MOVNTI's loss follows the fences "
+          "(Zen 4, Zen 5: order-0 0.92x, 0.75x; 2M 1.03x, 0.88x; "
+          "1G-reuse 1.49x, 1.09x; 2M-reuse 1.72x, 1.15x); to be measured "
+          "again with lab/memmap.c's one fence per call")
+_ZEN4_HOST = ("this host's bandwidth moved between cells (README there: "
+              "MOVNTI between 12 and 26 GB/s in the same cell), and MOVNTI "
+              "ran last in each")
+# Where the rule's choice was measured more than TOLERANCE slower than
+# the best the kernel can run, and why the rule stands.  Exactly the
+# points flagged in the committed runs (tests/test_store_rule.py), and
+# printed by rule_tables() for the docs.
+RULE_EXCEPTIONS = {
+    "lab/lab.json: geometry-2M-reuse 2M-reuse anon-thp rewrite 1600M x1":
+        _REUSE,
+    "lab-clear/lab.json: geometry-1G-reuse 1G-reuse anon-thp rewrite "
+    "1600M x1": _REUSE,
+    "lab-clear/lab.json: geometry-2M-reuse 2M-reuse anon-thp rewrite "
+    "1600M x1": _REUSE,
+    "lab-template-regs/run1.json: order0 anon-thp cold 64M x1":
+        "MOVNTI took 5.16-5.40 ms in all nine repetitions; the same cell "
+        "in run2 and run3: 2.61 and 2.75 ms against 2.41 and 2.62 (1.08x "
+        "and 1.05x); " + _ZEN4_HOST,
+    "lab-template-regs/run1.json: order0 anon-thp cold 256M x1":
+        "MOVNTI's repetitions spread from 10.5 to 21.1 ms; the same cell "
+        "in run2 and run3: 1.03x and 0.79x; " + _ZEN4_HOST,
+    "lab-template-regs/run1.json: order0 anon-thp hot 256M x1":
+        "MOVNTI's repetitions spread from 12.7 to 21.6 ms; the same cell "
+        "in run2 and run3: 1.02x and 1.04x; " + _ZEN4_HOST,
+    "lab-template-regs/run2.json: order0 anon-thp rewrite 64M x1":
+        "at 64 MiB, twice Zen 4's L3, the copy from registers was ahead "
+        "in most cells (MOVNTI 0.95-1.13x of it in the eight others, "
+        "0.3 ms at most; run1's cold cell aside), and the two tie from "
+        "256 MB on (0.79-1.04x but for run1's noisy cells); the rule "
+        "streams from 32 MiB for the Xeon and Zen 5, and a streamed "
+        "memmap leaves the L3 to others",
+    "lab-template-regs/run3-reversed.json: order0 anon-thp cold 1600M x1":
+        "MOVNTI 132.8 ms against 70.6 and 65.7 in run1 and run2, 1.05x "
+        "and 0.99x template-regs there; " + _ZEN4_HOST,
+    "lab-template-regs/run3-reversed.json: order0 anon-thp hot 1600M x1":
+        "MOVNTI 127.1 ms against 69.4 and 65.9 in run1 and run2, 0.98x "
+        "and 1.01x template-regs there; " + _ZEN4_HOST,
+    "lab-template-regs/run3-reversed.json: order0 anon-thp rewrite "
+    "1600M x1":
+        "MOVNTI 80.8 ms against 66.1 and 66.9 in run1 and run2, 0.96x "
+        "and 0.99x template-regs there; " + _ZEN4_HOST,
+    "lab-xeon-emr-16cpu/zdlab/mm3-small.json: order0 anon-thp cold 16M x1":
+        "a cold 16 MB memmap streams faster on the Xeon (2.02 against "
+        "2.53 ms, 0.5 ms); below 32 MiB the rule keeps cached copies for "
+        "Zen 4, where template-regs was 1.1-2.6x faster than MOVNTI at "
+        "16 MB, and for hot and rewritten 16 MB memmaps on one Xeon "
+        "thread, where MOVNTI was 1.09x and 1.24x slower",
+    "lab-xeon-emr-16cpu/zdlab/mm3-small.json: order0 anon-thp cold 16M x16":
+        "16 threads over 16 MB, 1 MB each; the rule builds a 16 MB memmap "
+        "on one thread, cached for the reasons of the one-thread cell",
+    "lab-xeon-emr-16cpu/zdlab/mm3-small.json: order0 anon-thp hot 16M x16":
+        "16 threads over 16 MB, 1 MB each; the rule builds it on one "
+        "thread, where the cached copy is the faster (1.79 against "
+        "1.96 ms)",
+}
+
+
+def rule_disagreements(points):
+    """The flagged points RULE_EXCEPTIONS does not explain, and the
+    exceptions no longer flagged: both empty when the committed runs
+    agree with the rule."""
+    flagged = {exception_key(name, p) for name, _, p in points
+               if p["flagged"]}
+    return (sorted(flagged - RULE_EXCEPTIONS.keys()),
+            sorted(RULE_EXCEPTIONS.keys() - flagged))
+
+
+def markdown(rows):
+    lines = ["| " + " | ".join(row) + " |" for row in rows]
+    lines.insert(1, "|" + "---|" * len(rows[0]))
+    return "\n".join(lines)
+
+
+def fastest(medians, names=None):
+    """'strategy xN ms' of the fastest of names (all if None)."""
+    mine = {k: v for k, v in medians.items() if names is None or k[0] in names}
+    (strategy, t) = min(mine, key=mine.get)
+    return f"{strategy} x{t} {fmt_ms(mine[strategy, t])}"
+
+
+STATE_ORDER = {"cold": 0, "hot": 1, "rewrite": 2}
+
+
+def bind_cells(data):
+    """{(bind bytes, state, sweep): {(strategy, threads): median ns}} of
+    one run's order-0 THP points at the BINDS sizes, cold first."""
+    cells = {}
+    for r in data["runs"]:
+        if ("median_ns" in r and r["geometry"] == "order0"
+                and r["backing"] == "anon-thp"
+                and r["memmap_bytes"] in BINDS.values()):
+            cell = cells.setdefault((r["memmap_bytes"], r["state"],
+                                     r.get("sweep", "")), {})
+            cell.setdefault((r["strategy"], r["threads"]), r["median_ns"])
+    return dict(sorted(cells.items(), key=lambda c: (
+        c[0][0], STATE_ORDER[c[0][1]], c[0][2])))
+
+
+def bind_row(cpu, name, key, medians, llc_bytes, node_cpus):
+    """The rule's choice at one bind and its time where measured (at its
+    threads, or the most measured below them), the best the kernel can
+    run and the best store at those threads, and the seed method."""
+    size, state, sweep = key
+    choice = store_rule.choose(size, llc_bytes, node_cpus)
+    mine = rule_stand_in(choice, {s for s, _ in medians})
+    t = max((t for s, t in medians if s == mine and t <= choice.threads),
+            default=None)
+    at = {k: v for k, v in medians.items() if k[1] == t}
+    kernel = {KERNEL_STREAM, cached_stand_in({s for s, _ in at}), "slow"}
+    seed = medians.get((KERNEL_STREAM, 1))
+    return [cpu, name + (f" ({sweep})" if sweep else ""),
+            next(b for b, v in BINDS.items() if v == size), state,
+            f"{mine} x{choice.threads}",
+            f"{fmt_ms(at[mine, t])} (x{t})" if at else "not measured",
+            fastest(at, kernel) if at else "", fastest(at) if at else "",
+            fmt_ms(seed) if seed else "not measured"]
+
+
+def bind_rows(runs_by_file):
+    """bind_row() per CPU, run, bind and state."""
+    cpus = node_cpus_by_cpu(runs_by_file)
+    rows = [["CPU", "run", "bind", "state", "rule", "rule ms",
+             "kernel best ms", "best store ms", "seed method ms (MOVNTI x1)"]]
+    for name, data in runs_by_file.items():
+        cpu = cpu_name(data["cpu"])
+        rows += [bind_row(cpu, name, key, medians,
+                          data["cpu"]["llc_kb"] << 10, cpus[cpu])
+                 for key, medians in bind_cells(data).items()]
+    return rows
+
+
+def point_rows(points, sizes):
+    """rule_point()s of the given memmap sizes as table rows."""
+    rows = [["CPU", "run", "point", "rule", "rule ms", "kernel best",
+             "ms", "rule/best", "best store", "ms"]]
+    for name, cpu, p in points:
+        if p["memmap_bytes"] in sizes:
+            rows.append([cpu, name, point_label(p), p["rule_strategy"],
+                         fmt_ms(p["rule_ns"]), p["kernel_best"],
+                         fmt_ms(p["kernel_best_ns"]),
+                         f"{p['rule_over_best']:.2f}", p["best"],
+                         fmt_ms(p["best_ns"])])
+    return rows
+
+
+def exception_rows(points):
+    rows = [["CPU", "point", "rule ms", "kernel best ms",
+             "why the rule stands"]]
+    for name, cpu, p in points:
+        if p["flagged"]:
+            key = exception_key(name, p)
+            rows.append([cpu, key, f"{p['rule_strategy']} "
+                         f"{fmt_ms(p['rule_ns'])}",
+                         f"{p['kernel_best']} {fmt_ms(p['kernel_best_ns'])}",
+                         RULE_EXCEPTIONS.get(key, "NOT EXPLAINED")])
+    return rows
+
+
+def rule_tables(runs_by_file=None):
+    """Three markdown tables from the committed runs: the rule at a
+    100 GB and a 1 TB bind, every point measured at those sizes, and the
+    points where the rule's choice is more than TOLERANCE slower than the
+    best the kernel can run, with why."""
+    runs_by_file = runs_by_file or committed_memmap_runs()
+    points, _ = committed_rule_points(runs_by_file)
+    return "\n\n".join([
+        "The store rule at a 100 GB and a 1 TB bind (order-0, THP; ms, "
+        "median; xN: threads; the rule's threads for the CPUs that run "
+        "had):", markdown(bind_rows(runs_by_file)),
+        "Every point measured at those sizes:",
+        markdown(point_rows(points, set(BINDS.values()))),
+        f"Where the rule's choice is more than {TOLERANCE - 1:.0%} slower "
+        "than the best the kernel can run:",
+        markdown(exception_rows(points))]) + "\n"
 
 
 def table(runs):
@@ -272,14 +756,17 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
                 all_runs += data["runs"]
             clear = lab_clear.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
                                   progress.say)
+            clear["rule"] = lab_clear.clear_rule_points(clear["bench"],
+                                                        feats["cpu"])
             size_runs = [r for r in all_runs if r["sweep"] == "size"]
-            rec = recommend(size_runs)
+            rec = recommend(all_runs, feats["cpu"], nproc)
             threads = [r for r in all_runs if r["sweep"] == "threads"
                        and "median_ns" in r]
             results = {"cpu": feats["cpu"], "supported": feats["supported"],
                        "clear_supported": feats["clear_supported"],
                        "quick": quick, "vectors": str(VECTORS.name),
-                       "kernel_stream_min_bytes": feats["cpu"]["llc_kb"] << 10,
+                       "kernel_stream_min_bytes":
+                           rec["rule"]["stream_from_bytes"],
                        "recommendation": rec, "runs": all_runs,
                        "thread_scaling": thread_scaling(threads),
                        "threads_to_saturate": threads_to_saturate(threads),
@@ -287,6 +774,7 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
             (partial / "lab.json").write_text(json.dumps(results, indent=1)
                                               + "\n")
             text = "\n\n".join([table(all_runs),
+                                 rule_table(rec["rule"]["points"]),
                                  lab_clear.bench_table(clear["bench"]),
                                  lab_clear.fault_table(clear["fault"])])
             (partial / "lab.txt").write_text(text + "\n")
@@ -301,17 +789,17 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
              f"{feats['cpu']['family']}, model {feats['cpu']['model_id']}); "
              "supported: " + ", ".join(feats["supported"]),
              "clearing methods: " + ", ".join(feats["clear_supported"])]
-    for state, r in rec.items():
+    for state, r in rec["stream_crossover"].items():
         lines.append(f"{state}: best at the largest size: "
                      f"{r['best_at_largest']}; streaming wins from "
                      f"{lab_clear.fmt_opt(r['stream_wins_from_bytes'])}")
-    lines.append(f"kernel auto rule streams altmap memmaps from the LLC "
-                 f"size, here {lab_clear.fmt_opt(feats['cpu']['llc_kb'] << 10)}")
+    lines += rule_summary_lines(rec["rule"])
     saturate = threads_to_saturate(threads)
     lines.append(f"threads to reach {SATURATED:.0%} of the best rate (of "
                  f"{nproc} CPUs): " + ", ".join(f"{name} {n}" for name, n
                                                 in saturate.items()))
     lines += lab_clear.summary_lines(clear["recommendation"])
+    lines += lab_clear.clear_rule_lines(clear["rule"], feats["cpu"])
     lines.append(f"results: {final}")
     return "\n".join(lines)
 

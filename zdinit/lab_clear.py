@@ -185,6 +185,99 @@ def recommend(bench_runs):
     return out
 
 
+# ---- the clearing rule -----------------------------------------------------
+
+# The rule proposed for clear_pages_stream_threshold() (patches/
+# linux-7.3-clear/0001) in place of its X86_FEATURE_ZEN4 check: clear the
+# runs of a huge folio away from the fault with clear_pages_stream() when
+# together they are at least the size of the L2, whatever the CPU: it
+# zeroes with CLZERO where the CPU has it and with MOVNTI otherwise.
+# Below the L2, or with no L2 size known, upstream's REP STOSB, which
+# leaves the folio in the cache for the task that faulted it.  Why, from
+# the committed runs:
+#  - Zen 4 (CLZERO, 1 MiB L2; docs/results/lab-clear/): CLZERO cleared a
+#    cold region 3.1x as fast as REP STOSB over 2 MB extents and 1.2x over
+#    1 GB, a region in the L3 1.4x as fast; after clearing one 2 MB page,
+#    its first 4 KB was read in 26.8 us against 75.1, and all of it in
+#    102.0 against 97.3 us (5% more).
+#  - Intel Xeon EMR (no CLZERO, 2 MiB L2; docs/results/lab-xeon-emr-16cpu/):
+#    MOVNTI cleared a cold region 1.36x as fast over 2 MB extents and
+#    1.17x over 1 GB, one in the L3 as fast (1.04x and 1.00x); after one
+#    2 MB page, its first 4 KB was read in 145.0 us against 190.8 (134.2
+#    with the neighbourhood cleared last), but all of it in 343.9 against
+#    268.4 us (28% more): the reason a folio below the L2 (a 2 MB THP
+#    here) keeps REP STOSB.
+#  - Zen 5 has CLZERO, and the rule would stream there as on Zen 4, but
+#    no clearing run of it is committed (docs/results/lab/lab.json
+#    predates the clearing sweep).
+CLEAR_TOLERANCE = 1.10
+# The L2 of the CPUs of the committed clearing runs, which predate
+# zdlab's l2_kb: Zen 4's from the clear series' measurements (patch 0001:
+# "1 MiB L2 per core"), the Xeon's from its lscpu (zdlab/env.txt).
+COMMITTED_L2 = {(25, 17): 1 << 20, (6, 207): 2 << 20}
+
+
+def l2_bytes(cpu):
+    """The L2 a lab run recorded, or the one known for a committed CPU;
+    0 if neither."""
+    if cpu.get("l2_kb"):
+        return cpu["l2_kb"] << 10
+    return COMMITTED_L2.get((cpu.get("family"), cpu.get("model_id")), 0)
+
+
+def stream_method(cpu):
+    """What clear_pages_stream() zeroes with on this CPU."""
+    return "clzero" if cpu.get("clzero") else "movnti"
+
+
+def clear_choice(run_bytes, l2, cpu):
+    """The rule: how the kernel should clear a run of run_bytes away from
+    the fault, given the L2 size in bytes (0 if unknown)."""
+    return stream_method(cpu) if l2 and run_bytes >= l2 else UPSTREAM
+
+
+def clear_rule_points(bench_runs, cpu):
+    """Per backing, state and extent measured: the rule's method against
+    the faster of the two the kernel has (upstream's REP STOSB and
+    clear_pages_stream()), in CPU-time GB/s."""
+    l2 = l2_bytes(cpu)
+    points, cells = [], {}
+    for r in measured(bench_runs):
+        if r["method"] not in PER_PAGE:
+            cells.setdefault((r["backing"], r["state"], r["extent_bytes"]),
+                             {})[r["method"]] = r[RATE]
+    for (backing, state, extent), rates in sorted(cells.items()):
+        kernel = {m: rates[m] for m in (UPSTREAM, stream_method(cpu))
+                  if m in rates}
+        mine = clear_choice(extent, l2, cpu)
+        if mine not in kernel or len(kernel) < 2:
+            continue
+        top = max(kernel, key=kernel.get)
+        points.append({
+            "backing": backing, "state": state, "extent_bytes": extent,
+            "rule": mine, "rule_gb_per_s": kernel[mine],
+            "kernel_best": top, "kernel_best_gb_per_s": kernel[top],
+            "flagged": kernel[top] > CLEAR_TOLERANCE * kernel[mine]})
+    return points
+
+
+def clear_rule_lines(points, cpu):
+    """The clearing rule here, and where it is more than CLEAR_TOLERANCE
+    slower than the faster method the kernel has."""
+    l2 = l2_bytes(cpu)
+    flagged = [p for p in points if p["flagged"]]
+    lines = [f"clearing rule: {stream_method(cpu)} from the L2 "
+             f"({fmt_size(l2) if l2 else 'unknown: never'}), {UPSTREAM} "
+             f"below it; within "
+             f"{CLEAR_TOLERANCE - 1:.0%} of the faster kernel method at "
+             f"{len(points) - len(flagged)} of {len(points)} points"]
+    lines += [f"  {p['backing']}/{p['state']} {fmt_size(p['extent_bytes'])}: "
+              f"rule {p['rule']} {p['rule_gb_per_s']:.1f} GB/s, "
+              f"{p['kernel_best']} {p['kernel_best_gb_per_s']:.1f}"
+              for p in flagged]
+    return lines
+
+
 def fault_summary(fault_runs):
     """For each access and size touched: the fastest method and order,
     and what the neighbourhood rule changes for each method."""
