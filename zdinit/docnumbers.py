@@ -228,6 +228,11 @@ DURATIONS = [
 ]
 # results.json fields holding times, by the end of their name.
 TIME_FIELDS = {"_ms": 1e-3, "ms": 1e-3, "_ns": 1e-9, "_s": 1, "_us": 1e-6}
+# results.json fields holding a rate as a summary shows it (a median or a
+# percentile), not a run's slowest or fastest sample, which prose does not
+# quote and which would make any nearby number look backed.
+RATE_FIELD = re.compile(r"(median_|p\d+_)?gbps|gb_per_s")
+
 # Sizes as a run writes them: "--size 100G", "16 GiB", "2M", "512 MiB".
 SIZE_TOKEN = re.compile(rf"\b({NUMBER}) ?([KMGT])(?:i?B)?\b")
 
@@ -237,12 +242,15 @@ class Evidence:
     numbers: set = dataclasses.field(default_factory=set)
     seconds: set = dataclasses.field(default_factory=set)
     ratios: set = dataclasses.field(default_factory=set)
+    rates: set = dataclasses.field(default_factory=set)     # GB/s
     sizes: set = dataclasses.field(default_factory=set)     # bytes
 
     def add_text(self, text):
         self.numbers.update(_number(n) for n in re.findall(NUMBER, text))
         self.ratios.update(_number(n) for n in
                            re.findall(rf"({NUMBER})x\b", text))
+        self.rates.update(_number(n) for n in
+                          re.findall(rf"({NUMBER}) ?GB/s", text))
         for number, prefix in SIZE_TOKEN.findall(text):
             self.sizes.add(_number(number) * 1024 ** " KMGT".index(prefix))
         for pattern, seconds in DURATIONS:
@@ -265,6 +273,8 @@ class Evidence:
             self.numbers.add(float(value))
             if key == "speedup":
                 self.ratios.add(float(value))
+            if RATE_FIELD.fullmatch(key):
+                self.rates.add(float(value))
             if key.endswith("bytes") or key == "size":
                 self.sizes.add(float(value))
             for end, scale in TIME_FIELDS.items():
@@ -339,8 +349,8 @@ def matches(quantity, found):
                        for s in _readings(quantity)):
                 return False
             continue
-        candidates = {"time": found.seconds,
-                      "ratio": found.ratios}.get(quantity.kind, found.numbers)
+        candidates = {"time": found.seconds, "ratio": found.ratios,
+                      "rate": found.rates}.get(quantity.kind, found.numbers)
         if quantity.unit == "million":
             candidates = {n / 1e6 for n in candidates}
             value, ulp = value / 1e6, ulp / 1e6
