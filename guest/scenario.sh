@@ -439,6 +439,8 @@ fi
 . /zdinit/clear.sh
 . /zdinit/hotplug.sh
 . /zdinit/ndctl.sh
+. /zdinit/store-rule.sh
+report_caches
 case "$SCENARIO" in
 clear) clear_bench ;;
 clear-zero) clear_zero ;;
@@ -467,6 +469,7 @@ odd-geometry) odd_geometry ;;
 ndctl-workflows) ndctl_workflows ;;
 gup) gup_selftests ;;
 verify-catches-skip) verify_catches_skip ;;
+boot-bind) boot_bind ;;
 debug) debug_kernel; churn; devprivate_too_large ;;
 *) fail "unknown scenario '$SCENARIO'" ;;
 esac

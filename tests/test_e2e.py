@@ -154,20 +154,31 @@ def test_page_counts_follow_the_geometry(small_bench):
             assert written == pages, r
 
 
-def test_auto_streams_only_a_large_altmap_memmap(small_bench):
+def test_auto_streams_once_the_struct_pages_written_reach_the_guest_llc(
+        small_bench):
+    """auto takes the store rule's strategy (zdinit/store_rule.py) for the
+    struct pages each range writes and the LLC the guest lists, wherever
+    the memmap lives; at 4G both sides of the rule are taken (under TCG's
+    16 MiB L3 only devdax-mem 1G, 512 struct pages, keeps the template)."""
     results, _ = small_bench
+    wanted = set()
     for r in results["runs"]:
         if r["kernel"] != "patched":
             continue
         name = scenarios.strategy_name(r["strategy"])
         if name == "auto":
-            want = "stream" if r["scenario"].endswith("-dev") else "template"
+            # 0: sysfs listed no cache; None: the guest did not say.
+            assert r["guest_llc_bytes"] is not None, r
+            want = scenarios.auto_strategy(r["struct_pages_written"],
+                                           r["guest_llc_bytes"])
             assert r["resolved"] == [want], r
+            wanted.add(want)
         else:
             assert r["resolved"] == [name], r
         # NAME@1 holds the kernel to one thread.
         if r["strategy"].endswith("@1"):
             assert r["threads"] == [1], r
+    assert wanted == {"stream", "template"}, wanted
 
 
 @pytest.mark.parametrize("base", [

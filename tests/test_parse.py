@@ -131,3 +131,64 @@ def test_markers_after_firmware_escape_codes():
                       "@@zdinit end rc=0\n")
     assert run.start == {"scenario": "x", "kernel": "y", "size": "1"}
     assert run.rc == 0
+
+
+# ---- the caches the guest lists (guest/store-rule.sh) ----------------------
+
+def caches(*leaves, listed=True):
+    """A console listing cpu0's caches: leaves are (index, level, size)."""
+    lines = [f"@@zdinit cache cpu=0 index={i} level={level} type=Unified "
+             f"size={size}" for i, level, size in leaves]
+    if listed:
+        lines.append(f"@@zdinit caches cpu=0 leaves={len(leaves)}")
+    return parse.parse("\n".join(lines) + "\n")
+
+
+def test_llc_is_the_first_cache_of_the_highest_level():
+    """As zone_device_llc_size() reads cacheinfo, in index order."""
+    run = caches((0, 1, "64K"), (1, 1, "64K"), (2, 2, "512K"),
+                 (3, 3, "16384K"))
+    assert run.llc_bytes() == 16 * (1 << 20)
+    assert caches((10, 3, "2048K"), (2, 3, "1024K")).llc_bytes() == 1 << 20
+
+
+def test_llc_is_0_where_sysfs_lists_no_cache_and_none_where_unlisted():
+    assert caches().llc_bytes() == 0
+    assert caches((0, 3, "16384K"), listed=False).llc_bytes() is None
+    assert load("devdax-mem-patched.log").llc_bytes() is None
+
+
+def test_a_cache_size_not_in_kib_is_a_one_line_error():
+    with pytest.raises(ZdinitError, match="cache size '16M' is not in "
+                                          "sysfs' NK form"):
+        caches((0, 3, "16M")).llc_bytes()
+
+
+def test_rebind_records_carry_the_guest_llc():
+    """bench records what auto's choice depends on besides the struct
+    pages written: the LLC the guest lists, None from a guest that did
+    not list it."""
+    spec = scenarios.plan(["devdax-mem"], size="4G")[0]
+    text = (DATA / "devdax-mem-patched.log").read_text()
+    listed = text.replace("@@zdinit end rc=0", "@@zdinit cache cpu=0 index=3 "
+                          "level=3 type=Unified size=16384K\n@@zdinit caches "
+                          "cpu=0 leaves=1\n@@zdinit end rc=0")
+    for console, llc in ((listed, 16 << 20), (text, None)):
+        samples = {}
+        bench.collect_memmap(samples, spec, parse.parse(console), "patched",
+                             first_round=True)
+        runs = bench.runs_table(samples, [spec])
+        assert runs and {r["guest_llc_bytes"] for r in runs} == {llc}
+
+
+@pytest.mark.parametrize("written, llc, want", [
+    (393216, 16 << 20, "stream"),      # 24 MiB past a 16 MiB L3
+    (393216, 0, "template"),           # not past the 32 MiB default
+    (393216, None, "template"),
+    (262144, 16 << 20, "stream"),      # exactly the LLC streams
+    (262143, 16 << 20, "template"),
+    (512, 16 << 20, "template"),       # 1G pages with tail reuse
+])
+def test_auto_strategy_is_the_store_rule_in_the_kernel_names(written, llc,
+                                                             want):
+    assert scenarios.auto_strategy(written, llc) == want

@@ -1,6 +1,9 @@
 """zdinit.safety's judgement of guest check lines and its comparison of
 the series with stock."""
-from zdinit import parse, safety
+import pytest
+
+from conftest import DATA
+from zdinit import initramfs, parse, safety, scenarios
 
 
 def rows_for(kernel, line, job="ndctl-workflows"):
@@ -91,3 +94,114 @@ def test_churn_with_too_few_cycles_is_not_judged_a_pass():
     ok, why = churn(STOCK_CHURN[:2 * safety.CHURN_WINDOW - 1])
     assert not ok and "fewer than" in why
     assert churn(STOCK_CHURN[:2 * safety.CHURN_WINDOW])[0]
+
+
+# ---- the boot-time bind ---------------------------------------------------
+# tests/data/boot-bind-patched.log: the console of the boot-bind job on
+# the series, its legacy pmem range of 393216 pages (24 MiB of struct
+# pages) bound during boot with a 16 MiB L3 listed by the guest.
+BOOT_LINE = ("memmap_init_zone_device initialised 393216 pages in 6120us, "
+             "stream, 393216 struct pages written, 1 thread")
+CACHES = ("@@zdinit cache cpu=0 index=0 level=1 type=Data size=64K\n"
+          "@@zdinit cache cpu=0 index=1 level=1 type=Instruction size=64K\n"
+          "@@zdinit cache cpu=0 index=2 level=2 type=Unified size=512K\n"
+          "@@zdinit cache cpu=0 index=3 level=3 type=Unified size=16384K\n"
+          "@@zdinit caches cpu=0 leaves=4\n")
+
+
+def boot_bind(kernel="patched", edits=()):
+    """The boot-time bind's row from the fixture with each (old, new)
+    of edits made once."""
+    text = (DATA / "boot-bind-patched.log").read_text()
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    return safety.boot_bind_row(parse.parse(text), kernel)
+
+
+def test_boot_bind_that_takes_the_rule_strategy_passes():
+    row = boot_bind()
+    assert row["passed"] and row["used"] == "stream", row
+    assert row["detail"] == ("393216 struct pages (24 MiB) written during "
+                             "boot, LLC 16 MiB: the rule says stream, the "
+                             "kernel took stream")
+
+
+def test_boot_bind_with_the_wrong_strategy_fails():
+    row = boot_bind(edits=[(", stream, ", ", template, ")])
+    assert not row["passed"] and row["used"] == "template"
+    assert "the rule says stream, the kernel took template" in row["detail"]
+
+
+@pytest.mark.parametrize("edit", [
+    # The range did not bind at boot: no line in the boot step.
+    (BOOT_LINE, "pmem: nothing bound"),
+    # A guest that did not copy the kernel log of the boot.
+    ("@@zdinit begin phase=boot", "@@zdinit begin phase=first")])
+def test_boot_bind_without_a_boot_time_line_fails_in_one_line(edit):
+    row = boot_bind(edits=[edit])
+    assert not row["passed"] and "\n" not in row["detail"]
+    assert row["detail"].startswith(
+        "0 memmap_init_zone_device lines in the kernel log before "
+        "userspace, not 1: did the legacy pmem range (memmap=1536M!4G) bind "
+        "during boot?")
+
+
+def test_boot_bind_of_another_range_or_two_ranges_fails():
+    other = boot_bind(edits=[("initialised 393216", "initialised 262144")])
+    assert not other["passed"]
+    assert other["detail"] == ("262144 pages bound during boot, the legacy "
+                               "pmem range has 393216")
+    two = boot_bind(edits=[(BOOT_LINE, f"{BOOT_LINE}\n@@kmsg {BOOT_LINE}")])
+    assert not two["passed"] and two["detail"].startswith("2 memmap_init")
+
+
+def test_boot_bind_without_an_llc_in_sysfs_uses_the_32_mib_default():
+    """24 MiB of struct pages stream past the guest's 16 MiB L3, not past
+    the 32 MiB the rule assumes when sysfs lists no cache."""
+    no_llc = (CACHES, "@@zdinit caches cpu=0 leaves=0\n")
+    row = boot_bind(edits=[no_llc])
+    assert not row["passed"]
+    assert ("no LLC in sysfs (the rule's default): the rule says template"
+            in row["detail"])
+    assert boot_bind(edits=[no_llc, (", stream, ", ", template, ")])["passed"]
+
+
+def test_boot_bind_fails_where_the_guest_did_not_list_its_caches():
+    row = boot_bind(edits=[(CACHES, "")])
+    assert not row["passed"]
+    assert row["detail"] == "the guest did not list its caches"
+
+
+def test_boot_bind_on_stock_needs_the_line_and_shows_no_strategy():
+    stock = ("in 6120us, stream, 393216 struct pages written, 1 thread",
+             "in 16ms")
+    row = boot_bind("base", edits=[stock])
+    assert row["passed"] and (row["strategy"], row["used"]) == ("-", "-")
+    assert row["detail"] == ("393216 pages bound during boot in 16 ms; stock "
+                             "names no strategy")
+    assert not boot_bind("base", edits=[(BOOT_LINE, "")])["passed"]
+    # The series must name its strategy.
+    row = boot_bind(edits=[stock])
+    assert not row["passed"] and "names no strategy" in row["detail"]
+
+
+def test_the_boot_bind_job_puts_its_range_on_guest_ram_above_4_gib():
+    """QEMU's pc machine maps what exceeds 3 GiB from 4 GiB up: the range
+    the command line takes must lie there, whole, and write at least
+    the 16 MiB LLC of QEMU's TCG CPU in struct pages."""
+    job, = [j for j in safety.REDUCED if j.scenario == "boot-bind"]
+    assert job.judge_run is safety.boot_bind_row and job.nvdimms == 0
+    assert "memmap=1536M!4G" in job.cmdline
+    high_ram = (job.ram_mb - scenarios.HOTPLUG_LOW_RAM_MB) * safety.MiB
+    assert safety.BOOT_PMEM_AT == 4 * safety.GiB
+    assert safety.BOOT_PMEM_BYTES <= high_ram
+    written = safety.BOOT_PMEM_BYTES // scenarios.PAGE * scenarios.STRUCT_PAGE
+    assert 16 * safety.MiB <= written < 32 * safety.MiB
+
+
+def test_the_guest_runs_the_boot_bind_job():
+    from conftest import ROOT
+    guest = (ROOT / "guest/scenario.sh").read_text()
+    assert "boot-bind) boot_bind ;;" in guest
+    assert "store-rule.sh" in initramfs.GUEST_SCRIPTS

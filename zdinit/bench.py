@@ -86,6 +86,8 @@ def collect_memmap(samples, spec, run, kernel, first_round):
         init = step.memmap[0]
         entry["pages"] = init.pages
         entry["written"] = init.written
+        # What auto's choice depends on besides the struct pages written.
+        entry["guest_llc_bytes"] = run.llc_bytes()
         if init.strategy:
             entry["resolved"].add(init.strategy)
         if init.threads:
@@ -112,6 +114,9 @@ def runs_table(samples, specs):
                   "threads": sorted(e["threads"]) or None,
                   "size_bytes": sizes[scenario], "pages": e["pages"],
                   "struct_pages_written": e["written"],
+                  # None: the guest did not list its caches (onlining
+                  # records, runs before it did); 0: it found none.
+                  "guest_llc_bytes": e.get("guest_llc_bytes"),
                   "first_bind_ms": e["first_bind_ms"],
                   "samples_ms": e["samples_ms"]}
         runs.append(hotplug.split_record(record) if scenario in family

@@ -101,7 +101,8 @@ def add_kernel_selftests(kernel, root):
 
 # Scripts the guest runs (scenario.sh sources the others) and the guest's
 # C tools, from guest/<tool>.c with the libraries each links.
-GUEST_SCRIPTS = ("scenario.sh", "clear.sh", "hotplug.sh", "ndctl.sh")
+GUEST_SCRIPTS = ("scenario.sh", "clear.sh", "hotplug.sh", "ndctl.sh",
+                 "store-rule.sh")
 GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"], "zdonline": []}
 # Kernel modules the guest loads itself, from the kernel's build directory.
 GUEST_MODULES = {"virtio_mem.ko": "drivers/virtio/virtio_mem.ko"}

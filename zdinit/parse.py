@@ -3,6 +3,8 @@ import dataclasses
 import json
 import re
 
+from zdinit.errors import ZdinitError
+
 # Stock 6.12 prints milliseconds from jiffies; the zdinit series prints
 # microseconds from ktime and adds the strategy and the struct pages
 # written, and with parallel init the threads that wrote them.
@@ -90,6 +92,26 @@ class GuestRun:
     hotplug: dict = dataclasses.field(default_factory=dict)
     # "@@zdinit contiguity step=... node=... zone=... flag=... walk=..."
     contiguity: list = dataclasses.field(default_factory=list)
+    # cpu0's caches as sysfs lists them, one "@@zdinit cache cpu=0
+    # index=N level=L type=T size=SK" each; "@@zdinit caches cpu=0
+    # leaves=N" ends the list, so that a guest that found none is told
+    # from one that said nothing (an older guest script).
+    caches: list = dataclasses.field(default_factory=list)
+    caches_listed: bool = False
+
+    def llc_bytes(self):
+        """The last-level cache the kernel's store rule reads, as
+        zone_device_llc_size() reads it from cacheinfo: the size of the
+        first cache of the highest level.  0 where sysfs lists no cache
+        (the rule then streams from its default), None where the guest
+        did not list its caches."""
+        if not self.caches_listed:
+            return None
+        llc, level = 0, 0
+        for cache in sorted(self.caches, key=lambda c: int(c["index"])):
+            if int(cache["level"]) > level:
+                llc, level = cache_bytes(cache["size"]), int(cache["level"])
+        return llc
 
     def verify_problem(self):
         """Why the kernel's memmap check does not count as a pass, or None.
@@ -108,6 +130,14 @@ class GuestRun:
         if not v["checked"]:
             return "no struct page was compared"
         return None
+
+
+def cache_bytes(size):
+    """A sysfs cache size, which cacheinfo prints in KiB ("16384K"), in
+    bytes."""
+    if not (size.endswith("K") and size[:-1].isdigit()):
+        raise ZdinitError(f"cache size '{size}' is not in sysfs' NK form")
+    return int(size[:-1]) << 10
 
 
 def _labels(text):
@@ -205,6 +235,10 @@ def parse(console):
             run.checks.append(_labels(rest))
         elif kind == "contiguity":
             run.contiguity.append(_labels(rest))
+        elif kind == "cache":
+            run.caches.append(_labels(rest))
+        elif kind == "caches":
+            run.caches_listed = True
         elif kind == "verify":
             run.verify = {k: int(v) for k, v in _labels(rest).items()}
         elif kind == "end":

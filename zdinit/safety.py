@@ -6,8 +6,9 @@ between base and patched stands out in the table.
 import contextlib
 import dataclasses
 import json
+from typing import Callable
 
-from zdinit import parse, progress, qemu, report
+from zdinit import parse, progress, qemu, report, scenarios
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
@@ -32,6 +33,70 @@ class Job:
     labels: bool = False
     verify: bool = False       # compare memmaps with the slow path (not base)
     virtio_mem: int = 0        # bytes of virtio-mem for the hotplug jobs
+    ram_mb: int = qemu.CHECK_GUEST_RAM_MB
+    cmdline: tuple = ()        # more kernel parameters
+    # A check of the whole console, (run, kernel variant) -> its row, for
+    # a job whose guest reports facts rather than check lines.
+    judge_run: Callable | None = None
+
+
+# The boot-time bind: a legacy pmem range that the pmem driver binds
+# during boot (guest/store-rule.sh), its memmap in RAM.  1.5 GiB writes
+# 24 MiB of struct pages: more than the 16 MiB L3 of QEMU's TCG CPU, less
+# than the 32 MiB the rule streams from while cacheinfo knows no cache,
+# so the strategy also tells whether the kernel saw the guest's cache.  It
+# is carved out of guest RAM above 4 GiB, where QEMU's pc machine puts
+# what exceeds its RAM below (scenarios.HOTPLUG_LOW_RAM_MB), so that it
+# lies on memory QEMU backs and on nothing firmware or the loader placed.
+BOOT_PMEM_BYTES = 1536 * MiB
+BOOT_PMEM_AT = 4 * GiB
+BOOT_BIND_CMDLINE = (
+    f"memmap={BOOT_PMEM_BYTES // MiB}M!{BOOT_PMEM_AT // GiB}G",
+    # The timing line is a pr_debug(): on before the drivers bind.
+    'dyndbg="func memmap_init_zone_device +p"')
+
+
+def judge_boot_bind(run, kernel):
+    """(passed, strategy used or '-', why) for the boot-time bind: one
+    memmap_init_zone_device() line before userspace, for the whole legacy
+    pmem range; on the series, with the strategy the store rule gives for
+    the struct pages it wrote and the LLC the guest lists.  Stock names
+    no strategy."""
+    boot = [init for step in run.steps if step.labels.get("phase") == "boot"
+            for init in step.memmap]
+    if len(boot) != 1:
+        return False, "-", (
+            f"{len(boot)} memmap_init_zone_device lines in the kernel log "
+            f"before userspace, not 1: did the legacy pmem range "
+            f"({BOOT_BIND_CMDLINE[0]}) bind during boot?")
+    init, want_pages = boot[0], BOOT_PMEM_BYTES // scenarios.PAGE
+    if init.pages != want_pages:
+        return False, init.strategy or "-", (
+            f"{init.pages} pages bound during boot, the legacy pmem range "
+            f"has {want_pages}")
+    if kernel == "base":
+        return True, "-", (f"{init.pages} pages bound during boot in "
+                           f"{init.ms:g} ms; stock names no strategy")
+    if init.strategy is None:
+        return False, "-", "the boot-time line names no strategy"
+    llc = run.llc_bytes()
+    if llc is None:
+        return False, init.strategy, "the guest did not list its caches"
+    want = scenarios.auto_strategy(init.written, llc)
+    cache = (f"LLC {llc / MiB:g} MiB" if llc
+             else "no LLC in sysfs (the rule's default)")
+    mib = init.written * scenarios.STRUCT_PAGE / MiB
+    return init.strategy == want, init.strategy, (
+        f"{init.written} struct pages ({mib:g} MiB) written during boot, "
+        f"{cache}: the rule says {want}, the kernel took {init.strategy}")
+
+
+def boot_bind_row(run, kernel):
+    passed, used, why = judge_boot_bind(run, kernel)
+    return {"check": "boot-time bind", "kernel": kernel,
+            "strategy": "-" if kernel == "base" else "auto", "used": used,
+            "passed": passed, "detail": why,
+            "raw": {"guest_llc_bytes": run.llc_bytes()}}
 
 
 REDUCED = (
@@ -52,6 +117,12 @@ REDUCED = (
     # TCG is most of the boot: 64 MiB keeps make test's two boots short,
     # --full migrates four times as much.
     Job("hotplug-use", ("base", "patched"), {"check_bytes": 64 * MiB}),
+    # The range is guest RAM that is never written: the host backs the
+    # pages the kernel touches, as for any other check's guest.
+    Job("boot-bind", ("base", "patched"), {}, nvdimms=0,
+        ram_mb=scenarios.HOTPLUG_LOW_RAM_MB + BOOT_PMEM_BYTES // MiB,
+        cmdline=BOOT_BIND_CMDLINE,
+        judge_run=boot_bind_row),
 )
 FULL = tuple(dataclasses.replace(job, params=dict(job.params,
                                                   check_bytes=256 * MiB))
@@ -139,12 +210,12 @@ def run_job(job, kernel_target, accel, logs):
             f"{job.scenario}-{kernel_target.kernel.variant}-{i}"))
             for i in range(count)]
         boot = qemu.boot(kernel_target.kernel, kernel_target.initrd, params,
-                         accel, ram_mb=qemu.CHECK_GUEST_RAM_MB,
+                         accel, ram_mb=job.ram_mb,
                          nvdimms=[(i.path, i.size) for i in images],
                          timeout_s=3600, log_path=log, label=label,
                          labels=job.labels, virtio_mem=job.virtio_mem,
-                         cmdline=("log_buf_len=4M",) if job.virtio_mem
-                         else ())
+                         cmdline=job.cmdline + (("log_buf_len=4M",)
+                                                if job.virtio_mem else ()))
     run = parse.parse(boot.log)
     rows = []
     if verify:
@@ -162,11 +233,14 @@ def run_job(job, kernel_target, accel, logs):
                      "strategy": check.get("strategy", "-"),
                      "used": check.get("used", "-"), "passed": ok,
                      "detail": why, "raw": check})
+    if job.judge_run:
+        rows.append(dict(job.judge_run(run, kernel_target.kernel.variant),
+                         job=job.scenario))
     rows.append({"check": "no kernel splats", "kernel": kernel_target.kernel.variant,
                  "strategy": "-", "used": "-", "passed": not run.splats,
                  "detail": run.splats[0] if run.splats else "none in the log",
                  "raw": {"splats": run.splats}})
-    if not run.checks:
+    if not run.checks and not job.judge_run:
         raise ZdinitError(f"{label}: the guest reported no checks")
     return rows
 

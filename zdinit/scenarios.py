@@ -2,7 +2,7 @@
 import dataclasses
 import re
 
-from zdinit import bases
+from zdinit import bases, store_rule
 from zdinit.errors import UsageError
 
 PAGE = 4096
@@ -222,6 +222,15 @@ def expected_written(spec, pages, align):
             and ALIGNS[align] >= 2 * MiB:
         return pages // (ALIGNS[align] // PAGE) * REUSE_PAGES
     return pages
+
+
+def auto_strategy(written, llc_bytes):
+    """The strategy the series' auto must take for a range that writes
+    `written` struct pages under a last-level cache of llc_bytes (0 or
+    None: unknown), named as its timing line names it: the store rule's
+    (zdinit/store_rule.py), whose thread count is not asked for here."""
+    choice = store_rule.choose(written * STRUCT_PAGE, llc_bytes, node_cpus=1)
+    return "stream" if choice.strategy == store_rule.STREAM else "template"
 
 
 # The clear family: demand-fault clearing of huge pages in the
