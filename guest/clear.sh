@@ -5,8 +5,10 @@
 # strategies: "default" (a kernel without the switch), "cached" (the
 # streaming clear switched off: stream=never) and "stream" (every run of a
 # huge folio away from the fault's neighbourhood streamed, whatever its
-# size: stream=always; the kernel's own default streams only on CPUs with
-# CLZERO, so under TCG it is never and the forced streaming clear is MOVNTI).
+# size: stream=always, with CLZERO where the CPU has it and MOVNTI
+# otherwise, so MOVNTI under TCG).  The switch is the series' last patch,
+# not for merging; the kernel's own default ("auto") streams those runs on
+# any CPU when together they reach its L2 size (stream_min_kb).
 
 CLEAR_KNOBS=/sys/kernel/debug/folio_zero_user
 PAGES=$(param pages 2M | tr , ' ')
