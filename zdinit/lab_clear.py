@@ -187,8 +187,8 @@ def recommend(bench_runs):
 
 # ---- the clearing rule -----------------------------------------------------
 
-# The rule proposed for clear_pages_stream_threshold() (patches/
-# linux-7.3-clear/0001) in place of its X86_FEATURE_ZEN4 check: clear the
+# The rule of clear_pages_stream_threshold() and folio_zero_user()
+# (patches/linux-7.3-clear/0001 and 0002): clear the
 # runs of a huge folio away from the fault with clear_pages_stream() when
 # together they are at least the size of the L2, whatever the CPU: it
 # zeroes with CLZERO where the CPU has it and with MOVNTI otherwise.
