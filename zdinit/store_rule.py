@@ -17,13 +17,11 @@ doing the work, the online CPUs of the range's node and the thread cap:
     min(node CPUs, cap); the cap (vm.zone_device_memmap_max_threads)
     defaults to 16.
 
-In the kernel, zone_device_memmap_choose() (strategy, patch 6 of
-patches/linux-7.3) and zone_device_memmap_threads() (threads, patches
-8 and 9) implement it; until they are changed to match, they stream
-only with an altmap and from the LLC itself, count pfns rather than
-struct pages written, treat an unknown LLC as "do not stream", and cap
-at 8 threads.  The page_ref_set tracepoint still forces the slow path
-there; that is a debugging switch, not part of this rule.
+In the kernel, zone_device_memmap_streams() and
+zone_device_memmap_choose() (strategy, patch 6 of patches/linux-7.3 and
+patches/linux-6.12) and zone_device_memmap_threads() (threads, patches
+8 and 9) implement it.  The page_ref_set tracepoint still forces the
+slow path there; that is a debugging switch, not part of this rule.
 
 Why, from the native runs (zdlab, the kernel's stores replayed; ms are
 medians, "cold" a flushed destination as a rebind writes):
@@ -88,7 +86,7 @@ CACHED = "cached"
 SMALLEST_LLC_MEASURED = 32 * MiB
 # Struct page bytes per thread (ZONE_DEVICE_MEMMAP_THREAD_MIN, patch 8).
 BYTES_PER_THREAD = 16 * MiB
-# vm.zone_device_memmap_max_threads' default (patch 9 has 8).
+# vm.zone_device_memmap_max_threads' default (patch 9).
 DEFAULT_MAX_THREADS = 16
 
 
