@@ -307,8 +307,9 @@ def test_clear_rule_is_within_10_percent_on_every_committed_clearing_run():
     points = committed_clear_points()
     assert set(points) == {"lab-clear/lab.json",
                            "lab-xeon-emr-16cpu/zdlab/clear.json",
-                           "lab-xeon-emr-16cpu/zdlab/clear3-hot.json"}
-    assert sum(map(len, points.values())) >= 29
+                           "lab-xeon-emr-16cpu/zdlab/clear3-hot.json",
+                           "lab-zen3/run1/lab.json", "lab-zen3/run2/lab.json"}
+    assert sum(map(len, points.values())) >= 29 + 2 * 24
     assert not [(n, p) for n, ps in points.items() for p in ps
                 if p["flagged"]]
 

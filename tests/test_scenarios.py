@@ -59,3 +59,21 @@ def test_vmemmap_reuse_in_expected_written():
     assert scenarios.expected_written(spec, 1048576, "1G") == 512
     dev = scenarios.plan(["devdax-dev"], size="4G")[0]
     assert scenarios.expected_written(dev, 1031680, "2M") == 1031680
+
+
+def test_auto_keeps_the_template_with_vmemmap_tail_reuse():
+    """A 4G devdax map=mem range with 2M pages writes 262144 struct pages
+    (16 MiB) for 1048576 pfns: TCG's 16 MiB L3 would stream them, but
+    tail reuse keeps the template, as the kernel's written < nr_pages
+    does (zdinit/store_rule.py); the same count without reuse streams."""
+    l3 = 16 << 20
+    spec = scenarios.plan(["devdax-mem"], size="4G")[0]
+    for align in ("2M", "1G"):
+        written = scenarios.expected_written(spec, 1048576, align)
+        assert scenarios.auto_strategy(written, l3, pages=1048576) == \
+            "template"
+    assert scenarios.auto_strategy(262144, l3, pages=262144) == "stream"
+    assert scenarios.auto_strategy(262144, l3) == "stream"
+    # 1 TiB of 2M pages with reuse: 4 GiB written, still the template.
+    pages = (1 << 40) // 4096
+    assert scenarios.auto_strategy(pages // 4, 0, pages=pages) == "template"

@@ -207,6 +207,10 @@ def recommend(bench_runs):
 #    with the neighbourhood cleared last), but all of it in 343.9 against
 #    268.4 us (28% more): the reason a folio below the L2 (a 2 MB THP
 #    here) keeps REP STOSB.
+#  - Zen 3 (CLZERO, 512 KiB L2; docs/results/lab-zen3/, two runs):
+#    CLZERO cleared a cold region at 44.3 and 49.5 GB/s over 2 MB extents
+#    against REP STOSB's 14.0 and 14.2, and the rule was within 10% of
+#    the faster kernel method at every extent measured in both runs.
 #  - Zen 5 has CLZERO, and the rule would stream there as on Zen 4, but
 #    no clearing run of it is committed (docs/results/lab/lab.json
 #    predates the clearing sweep).

@@ -224,12 +224,18 @@ def expected_written(spec, pages, align):
     return pages
 
 
-def auto_strategy(written, llc_bytes):
-    """The strategy the series' auto must take for a range that writes
-    `written` struct pages under a last-level cache of llc_bytes (0 or
-    None: unknown), named as its timing line names it: the store rule's
-    (zdinit/store_rule.py), whose thread count is not asked for here."""
-    choice = store_rule.choose(written * STRUCT_PAGE, llc_bytes, node_cpus=1)
+def auto_strategy(written, llc_bytes, pages=None):
+    """The strategy the series' auto must take for a range of `pages`
+    pfns that writes `written` struct pages under a last-level cache of
+    llc_bytes (0 or None: unknown), named as its timing line names it:
+    the store rule's (zdinit/store_rule.py), whose thread count is not
+    asked for here.  Fewer written than pages is vmemmap tail reuse
+    (devdax map=mem with 2M or 1G pages: a record's `pages` against its
+    `struct_pages_written`), which keeps the template at any size;
+    pages None: a range without it (written is every pfn's)."""
+    reuse = pages is not None and store_rule.has_tail_reuse(pages, written)
+    choice = store_rule.choose(written * STRUCT_PAGE, llc_bytes, node_cpus=1,
+                               tail_reuse=reuse)
     return "stream" if choice.strategy == store_rule.STREAM else "template"
 
 

@@ -5,22 +5,27 @@ committed native run apply this function, not a copy of it.
 
 The rule, given the struct page bytes the kernel writes (not pfns times
 sizeof(struct page): with vmemmap tail reuse most tails of a compound
-page are never written), the size of the last-level cache of the CPU
-doing the work, the online CPUs of the range's node and the thread cap:
+page are never written), whether the range has that tail reuse, the
+size of the last-level cache of the CPU doing the work, the online CPUs
+of the range's node and the thread cap:
 
-  - strategy: stream (memfill_nt(), MOVNTI) where the architecture can,
-    x86-64, once the bytes written reach min(LLC, 32 MiB), whether the
-    memmap is in device memory (altmap) or in RAM; below that, cached
-    copies of the template (patch 7's copy from registers).  An LLC that
-    cannot be read counts as 32 MiB.
+  - strategy: a range with vmemmap tail reuse (fewer struct pages
+    written than pfns: device-dax map=mem with 2 MiB or 1 GiB compound
+    pages, whose tails share vmemmap pages) keeps cached copies of the
+    template (patch 7's copy from registers) whatever its size.  Any
+    other range streams (memfill_nt(), MOVNTI) where the architecture
+    can, x86-64, once the bytes written reach min(LLC, 32 MiB), whether
+    the memmap is in device memory (altmap) or in RAM; below that,
+    cached copies.  An LLC that cannot be read counts as 32 MiB.
   - threads: one per 16 MiB written, at least one, at most
     min(node CPUs, cap); the cap (vm.zone_device_memmap_max_threads)
     defaults to 16.
 
 In the kernel, zone_device_memmap_streams() and
 zone_device_memmap_choose() (strategy, patch 6 of patches/linux-7.3 and
-patches/linux-6.12) and zone_device_memmap_threads() (threads, patches
-8 and 9) implement it.  The page_ref_set tracepoint still forces the
+patches/linux-6.12, whose test for tail reuse is `written < nr_pages`)
+and zone_device_memmap_threads() (threads, patches 8 and 9) implement
+it.  The page_ref_set tracepoint still forces the
 slow path there; that is a debugging switch, not part of this rule.
 
 Why, from the native runs (zdlab, the kernel's stores replayed; ms are
@@ -36,11 +41,30 @@ medians, "cold" a flushed destination as a rebind writes):
     copy at 256 MB and 1.6 GB in every state (cold, 1.6 GB: 56.4 against
     template-u64's 65.9 ms); on Zen 4 (32 MiB L3,
     docs/results/lab-template-regs/, lab-clear/lab.json) it tied with
-    template-regs at 1.6 GB in two of three sessions.  Destinations
+    template-regs at 1.6 GB in two of three sessions; on Zen 3 (32 MiB
+    L3, docs/results/lab-zen3/) it beat template-regs at 1.6 GB in every
+    state of both size sweeps on one thread (cold: 103.32 against 125.03
+    ms and 101.56 against 116.21), though the same cell moved by more
+    than that between the two runs' threads sweeps.  Destinations
     zeroed or written just before ("hot", "rewrite"), as a memmap in RAM
     may be, ranked as cold ones at 1.6 GB on every CPU (Xeon, one
     thread: MOVNTI 137.5 and 153.4 ms against template-u64's 224.5 and
     229.7, mm3-1600M-hot.json).
+  - Cached copies with vmemmap tail reuse, whatever the size: such a
+    range writes 128 struct pages (8 KiB) per compound page, a short
+    streamed run between cached stores to the head and first tails, and
+    MOVNTI was slower than the cached copy there in every replay.  On
+    Zen 3 (AMD EPYC family 25 model 1, 32 MiB L3, docs/results/lab-zen3/,
+    the lab fencing once per call as the kernel does) template-regs was
+    1.39x-1.89x faster than MOVNTI over the 1.6 GB written by 2M-reuse
+    (run2 130.51 against 181.47 ms, rewrite; focused/ 117.53 against
+    221.78, cold) and 1.32x-1.36x with 1G-reuse (run2 231.62 against
+    304.82 ms), in two lab runs and a quiet focused run; without reuse
+    the same host's quiet focused run had MOVNTI ahead with 2M and 1G
+    pages (1G rewrite 98.35 against 120.71 ms), as on order-0.  Earlier
+    on Zen 4 and Zen 5 (lab-clear/lab.json, lab/lab.json, the lab then
+    fencing after each compound page) MOVNTI took 1.72x and 1.15x
+    template-u64's time with 2M-reuse, 1.49x and 1.09x with 1G-reuse.
   - The ceiling of 32 MiB: the Xeon's LLC is 300 MiB, yet MOVNTI won at
     160 MiB in all six cells measured there (1.08x-2.7x, every state,
     1 and 16 threads, mm3-small.json): one writer cannot keep a memmap
@@ -50,7 +74,7 @@ medians, "cold" a flushed destination as a rebind writes):
     rewritten 16 MB destination.  Where the rule loses by more than 10%
     in a committed run, zdinit/lab.py's RULE_EXCEPTIONS says why.
   - The default of 32 MiB for an unknown LLC: the smallest LLC among the
-    CPUs measured, one Zen 4 or Zen 5 CCD's L3, which is where the
+    CPUs measured, one Zen 3, Zen 4 or Zen 5 CCD's L3, which is where the
     crossovers measured lie; guessing larger would keep cached copies
     where every CPU measured streams faster, guessing smaller would
     stream where Zen 4's cached copy is up to 4.3x faster.
@@ -70,8 +94,11 @@ medians, "cold" a flushed destination as a rebind writes):
     1525 ms on one; 8 threads were not measured there.  16 is the most
     threads measured anywhere, so the data say nothing of a higher cap;
     the Zen VMs measured had two CPUs, where a second MOVNTI thread
-    gained 0.98x on Zen 5 and 1.13x on Zen 4 (the lab.json files'
-    threads sweeps).
+    gained 0.98x on Zen 5, 1.13x on Zen 4 and 1.22x on Zen 3 (the
+    lab.json files' threads sweeps, Zen 3's run2: a unit-test run
+    perturbed run1's; on Zen 3 MOVNTI on two threads was
+    slower than template-regs on two in both runs, while SSE2 or AVX2
+    streaming was the fastest store: RULE_EXCEPTIONS).
 """
 from dataclasses import dataclass
 
@@ -80,7 +107,7 @@ from zdinit.errors import UsageError
 MiB = 1 << 20
 STREAM = "stream"
 CACHED = "cached"
-# The smallest LLC among the CPUs measured (one Zen 4 or Zen 5 CCD's L3):
+# The smallest LLC among the CPUs measured (one Zen 3, 4 or 5 CCD's L3):
 # the LLC assumed when it cannot be read, and the most the streaming
 # threshold ever is (the docstring gives the runs behind both).
 SMALLEST_LLC_MEASURED = 32 * MiB
@@ -114,13 +141,22 @@ def threads_for(written_bytes, node_cpus, max_threads=DEFAULT_MAX_THREADS):
                       max_threads))
 
 
+def has_tail_reuse(pfns, written):
+    """Whether a range of pfns that writes `written` struct pages has
+    vmemmap tail reuse: fewer written than pfns, the kernel's test."""
+    return written < pfns
+
+
 def choose(written_bytes, llc_bytes, node_cpus,
-           max_threads=DEFAULT_MAX_THREADS, can_stream=True):
+           max_threads=DEFAULT_MAX_THREADS, can_stream=True, *,
+           tail_reuse):
     """The rule: how to write a memmap of written_bytes of struct pages.
-    can_stream says whether memfill_nt() streams on this architecture
-    (x86-64) or is a loop of memcpy()."""
+    tail_reuse: whether the range has vmemmap tail reuse
+    (has_tail_reuse()); can_stream whether memfill_nt() streams on this
+    architecture (x86-64) or is a loop of memcpy()."""
     if written_bytes < 0:
         raise UsageError(f"negative memmap size {written_bytes}")
-    stream = can_stream and written_bytes >= stream_from_bytes(llc_bytes)
+    stream = (can_stream and not tail_reuse
+              and written_bytes >= stream_from_bytes(llc_bytes))
     return Choice(STREAM if stream else CACHED,
                   threads_for(written_bytes, node_cpus, max_threads))

@@ -1,4 +1,5 @@
-"""The store rule's tables, from every committed native lab run: what
+"""The store rule's tables, from every committed native lab run (Zen 3,
+Zen 4, Zen 5 and this Xeon, named by zdinit/lab.py's CPU_NAMES): what
 zdinit/store_rule.py chooses at a 100 GB and a 1 TB bind against the
 best the kernel can run and the best store measured, every point
 measured at those sizes, and where the rule's choice is more than 10%
