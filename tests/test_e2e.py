@@ -158,8 +158,10 @@ def test_auto_streams_once_the_struct_pages_written_reach_the_guest_llc(
         small_bench):
     """auto takes the store rule's strategy (zdinit/store_rule.py) for the
     struct pages each range writes and the LLC the guest lists, wherever
-    the memmap lives; at 4G both sides of the rule are taken (under TCG's
-    16 MiB L3 only devdax-mem 1G, 512 struct pages, keeps the template)."""
+    the memmap lives, and cached copies with vmemmap tail reuse; at 4G
+    both sides of the rule are taken (under TCG's 16 MiB L3 devdax-mem,
+    whose 2M and 1G pages reuse their vmemmap tails, keeps the template;
+    the other scenarios stream)."""
     results, _ = small_bench
     wanted = set()
     for r in results["runs"]:
@@ -170,7 +172,8 @@ def test_auto_streams_once_the_struct_pages_written_reach_the_guest_llc(
             # 0: sysfs listed no cache; None: the guest did not say.
             assert r["guest_llc_bytes"] is not None, r
             want = scenarios.auto_strategy(r["struct_pages_written"],
-                                           r["guest_llc_bytes"])
+                                           r["guest_llc_bytes"],
+                                           pages=r["pages"])
             assert r["resolved"] == [want], r
             wanted.add(want)
         else:

@@ -43,6 +43,7 @@ ROOT = build.ROOT
 
 # Unit words -> (kind, scale to the kind's base unit: seconds, bytes, 1).
 UNITS = {
+    "us": ("time", 1e-6), "µs": ("time", 1e-6),
     "ms": ("time", 1e-3), "s": ("time", 1), "seconds": ("time", 1),
     "min": ("time", 60), "minutes": ("time", 60), "minute": ("time", 60),
     "h": ("time", 3600), "hours": ("time", 3600), "hour": ("time", 3600),
@@ -63,12 +64,14 @@ NUMBER = r"\d[\d,]*(?:\.\d+)?"
 UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 # "1 min 5 s", "66 min 30 s"
 MIN_SEC = re.compile(rf"\b(\d+) min (\d+) s\b")
-# "58.90, 222.56 and 137.48 ms", "2.01x-3.18x", "21 to 26 per cent": the
-# numbers of a list or range share the unit written after the last.
+# "58.90, 222.56 and 137.48 ms", "2.01x-3.18x", "21 to 26 per cent",
+# "13.4 against 11.7 GB/s": the numbers of a list, range or comparison
+# share the unit written after the last.
 # A comma list must be of decimals ("Zen 5, 32 MB" is no list).
 DECIMAL = r"\d[\d,]*\.\d+"
 QUANTITY = re.compile(
-    rf"(?<![\w.\-/])((?:{DECIMAL}x?, )*(?:{NUMBER}x?(?: and | or | to |-|–))*"
+    rf"(?<![\w.\-/])((?:{DECIMAL}x?, )*"
+    rf"(?:{NUMBER}x?(?: and | or | to | against |-|–))*"
     rf"{NUMBER})\s?({UNIT})(?![\w/])")
 MARK = re.compile(r"\s*<!-- = (.+?) -->")
 RUN_NAME = re.compile(r"(?<![\w/])(?:docs/)?results/([A-Za-z0-9._-]+)")
@@ -222,9 +225,11 @@ DURATIONS = [
      lambda m: int(m[1]) * 60 + float(m[2])),
     (re.compile(r"\b(\d+) min (\d+) s\b"),
      lambda m: int(m[1]) * 60 + int(m[2])),
-    (re.compile(rf"\b({NUMBER}) ?(ms|s|sec|seconds|min|minutes|h|hours)\b"),
-     lambda m: _number(m[1]) * {"ms": 1e-3, "min": 60, "minutes": 60,
-                                "h": 3600, "hours": 3600}.get(m[2], 1)),
+    (re.compile(rf"\b({NUMBER}) ?(us|µs|ms|s|sec|seconds|min|minutes|h|"
+                rf"hours)\b"),
+     lambda m: _number(m[1]) * {"us": 1e-6, "µs": 1e-6, "ms": 1e-3,
+                                "min": 60, "minutes": 60, "h": 3600,
+                                "hours": 3600}.get(m[2], 1)),
 ]
 # results.json fields holding times, by the end of their name.
 TIME_FIELDS = {"_ms": 1e-3, "ms": 1e-3, "_ns": 1e-9, "_s": 1, "_us": 1e-6}

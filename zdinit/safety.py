@@ -82,7 +82,7 @@ def judge_boot_bind(run, kernel):
     llc = run.llc_bytes()
     if llc is None:
         return False, init.strategy, "the guest did not list its caches"
-    want = scenarios.auto_strategy(init.written, llc)
+    want = scenarios.auto_strategy(init.written, llc, pages=init.pages)
     cache = (f"LLC {llc / MiB:g} MiB" if llc
              else "no LLC in sysfs (the rule's default)")
     mib = init.written * scenarios.STRUCT_PAGE / MiB
