@@ -54,8 +54,11 @@ BASE_SERIES = {"6.12": ("zone-device", "clear"),
 # memmap self-test booted, in make test-full.
 HOME = bases.DEFAULT
 BACKPORT = "6.12"
-KUNIT = "KUnit zone_device_memmap, memory_hotplug_contiguity: 56 tests: "
-KUNIT_PASSED = KUNIT + "56 passed, 0 failed, 0 crashed, 0 skipped"
+KUNIT = "KUnit zone_device_memmap, memory_hotplug_contiguity: 57 tests: "
+KUNIT_PASSED = KUNIT + "57 passed, 0 failed, 0 crashed, 0 skipped"
+# memfill_nt() streams on x86-64 alone: elsewhere the store rule's case
+# has nothing to test and skips.
+KUNIT_NO_STREAM = KUNIT + "56 passed, 0 failed, 0 crashed, 1 skipped"
 I386_COMPILED = "i386: compiled mm/mm_init.c with -Werror; not in its "
 
 
@@ -63,7 +66,7 @@ def test_the_backport_series_apply_pass_checkpatch_and_run_kunit():
     out = check_series("zone-device", bases.BASES[BACKPORT],
                        build_each=False, targets=("x86_64",))
     # One CPU there (configs/kunit-x86.config): the realtime case skips.
-    assert (f"x86_64: built bzImage; {KUNIT}55 passed, 0 failed, 0 crashed, "
+    assert (f"x86_64: built bzImage; {KUNIT}56 passed, 0 failed, 0 crashed, "
             "1 skipped") in out, out
     assert "arm64" not in out and "i386" not in out, out
     check_series("clear", bases.BASES[BACKPORT], build_each=False)
@@ -82,7 +85,7 @@ def test_every_patch_applies_passes_checkpatch_and_builds(base, targets):
         out = check_series(name, bases.BASES[base], targets=(
             targets if series.SERIES[name].cross_build else None))
         if name == "zone-device":
-            assert f"arm64: built Image; {KUNIT_PASSED}" in out, out
+            assert f"arm64: built Image; {KUNIT_NO_STREAM}" in out, out
             assert (I386_COMPILED in out) == ("i386" in targets), out
 
 
