@@ -220,6 +220,21 @@ def test_docs_command_checks_then_renders(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "README.md").read_text() == page
 
 
+def test_docs_check_reports_a_prose_number_no_run_backs(tmp_path,
+                                                        monkeypatch, capsys):
+    """What make test checks, the command checks too: a typed number
+    edited fails 'docs --check' in one line naming it."""
+    (tmp_path / "docs").mkdir()
+    page = text(ROOT / "README.md")
+    edited = page.replace("36 min 11 s", "39 min 11 s", 1)
+    assert edited != page
+    (tmp_path / "README.md").write_text(edited)
+    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    assert cli.main(["docs", "--check"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'39 min 11 s'" in err[0], err
+
+
 # Tables from samples: every number a table shows is computed from the
 # committed samples, and a run whose stored summary its samples do not
 # give fails the check, in one line naming the run and the field.

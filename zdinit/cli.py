@@ -13,9 +13,9 @@ import subprocess
 import sys
 import time
 
-from zdinit import (bases, bench, build, cache, clear, cross, deps, docs,
-                    families, lab, progress, qemu, runner, safety, scenarios,
-                    selftest, series, source)
+from zdinit import (bases, bench, build, cache, clear, cross, deps,
+                    docnumbers, docs, families, lab, progress, qemu, runner,
+                    safety, scenarios, selftest, series, source)
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
@@ -364,9 +364,17 @@ def cmd_docs(args):
         raise ZdinitError("tables differ from what their runs render in "
                           + docs.stale_text(stale)
                           + " (run 'python3 -m zdinit docs')")
+    # The numbers typed beside the tables, and the commits the pages cite,
+    # are what the tables cannot re-render: a check reports them too.
+    problems = docnumbers.unbacked() + docnumbers.missing_commits()
+    if args.check and problems:
+        raise ZdinitError(f"{len(problems)} number(s) or commit(s) in the "
+                          f"pages no run backs, first: {problems[0]}")
     done = "checked" if args.check else "rendered"
     print(f"{done} {count} tables" + (f"; changed {', '.join(stale)}"
-                                      if stale and not args.check else ""))
+                                      if stale and not args.check else "")
+          + (f"; {len(problems)} number(s) or commit(s) no run backs"
+             if problems and not args.check else ""))
 
 
 def cmd_capture_vectors(args):
