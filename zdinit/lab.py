@@ -205,19 +205,13 @@ def load_bench(path, cut_off=False):
     """The JSON a zdlab bench or a lab run wrote, each run with its
     geometry; one line why not.  cut_off: the file was cut off after a
     complete run line (a time limit); keep the runs of its whole lines."""
-    try:
-        text = pathlib.Path(path).read_text()
-    except OSError as err:
-        raise UsageError(f"cannot read {path}: {err.strerror}") from None
-    try:
-        data = json.loads(text)
-    except ValueError as err:
+    def bad_json(text, err):
         if not cut_off:
             raise UsageError(f"{path} is cut off or not JSON ({err})") \
                 from None
-        data = whole_lines(path, text)
-    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise UsageError(f"{path} has no list of runs: not a zdlab bench")
+        return whole_lines(path, text)
+
+    data = report.load_results(path, "a zdlab bench", bad_json)
     for r in data["runs"]:
         if isinstance(r, dict):
             r.setdefault("geometry", data.get("geometry"))

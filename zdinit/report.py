@@ -34,8 +34,10 @@ def new_results_dir(root=RESULTS):
         return partial, final
 
 
-def load_results(path):
-    """A run's results.json (zdinit's or zdlab's), or one line why not."""
+def load_results(path, kind="a results.json", bad_json=None):
+    """A run's results.json (zdinit's or zdlab's), or one line why not.
+    bad_json(text, error), if given, makes what it can of text that is
+    not JSON (a zdlab bench cut off by a time limit) or raises."""
     try:
         text = pathlib.Path(path).read_text()
     except OSError as err:
@@ -43,9 +45,11 @@ def load_results(path):
     try:
         data = json.loads(text)
     except ValueError as err:
-        raise UsageError(f"{path} is not JSON ({err})") from None
+        if bad_json is None:
+            raise UsageError(f"{path} is not JSON ({err})") from None
+        data = bad_json(text, err)
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
-        raise UsageError(f"{path} has no list of runs: not a results.json")
+        raise UsageError(f"{path} has no list of runs: not {kind}")
     return data
 
 
