@@ -39,34 +39,36 @@ struct cache_leaf {
 	bool instruction;
 };
 
-static bool read_leaf(int i, struct cache_leaf *leaf)
+/*
+ * Scan one value with fmt (a single conversion into out) from file name of
+ * cpu0's cache leaf i: -1 where the file cannot be opened, 0 where it
+ * holds no such value (out untouched), 1 when read.
+ */
+static int scan_leaf_file(int i, const char *name, const char *fmt, void *out)
 {
-	static const char *const base = "/sys/devices/system/cpu/cpu0/cache";
-	char path[96], type[16] = "";
+	char path[96];
 	FILE *fh;
+	int got;
 
-	*leaf = (struct cache_leaf){ 0 };
-	snprintf(path, sizeof(path), "%s/index%d/size", base, i);
+	snprintf(path, sizeof(path),
+		 "/sys/devices/system/cpu/cpu0/cache/index%d/%s", i, name);
 	fh = fopen(path, "r");
 	if (!fh)
-		return false;
-	if (fscanf(fh, "%uK", &leaf->kb) != 1)
-		leaf->kb = 0;
+		return -1;
+	got = fscanf(fh, fmt, out) == 1;
 	fclose(fh);
-	snprintf(path, sizeof(path), "%s/index%d/level", base, i);
-	fh = fopen(path, "r");
-	if (fh) {
-		if (fscanf(fh, "%u", &leaf->level) != 1)
-			leaf->level = 0;
-		fclose(fh);
-	}
-	snprintf(path, sizeof(path), "%s/index%d/type", base, i);
-	fh = fopen(path, "r");
-	if (fh) {
-		if (fscanf(fh, "%15s", type) != 1)
-			type[0] = '\0';
-		fclose(fh);
-	}
+	return got;
+}
+
+static bool read_leaf(int i, struct cache_leaf *leaf)
+{
+	char type[16] = "";
+
+	*leaf = (struct cache_leaf){ 0 };
+	if (scan_leaf_file(i, "size", "%uK", &leaf->kb) < 0)
+		return false;		/* no leaf i */
+	scan_leaf_file(i, "level", "%u", &leaf->level);
+	scan_leaf_file(i, "type", "%15s", type);
 	leaf->instruction = !strcmp(type, "Instruction");
 	return true;
 }
