@@ -439,6 +439,7 @@ fi
 . /zdinit/clear.sh
 . /zdinit/hotplug.sh
 . /zdinit/ndctl.sh
+. /zdinit/onlining-selftests.sh
 . /zdinit/store-rule.sh
 report_caches
 case "$SCENARIO" in
@@ -457,6 +458,7 @@ virtio-mem) virtio_mem ;;
 hotplug-use) hotplug_use ;;
 hotplug-verify) hotplug_verify ;;
 hotplug-tracepoint) hotplug_tracepoint ;;
+onlining-selftests) onlining_selftests ;;
 memremap-matrix) memremap_matrix ;;
 probe) ;;
 integrity-devdax) integrity_devdax ;;

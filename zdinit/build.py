@@ -45,6 +45,12 @@ ALTERNATIVES = "patches/linux-{base}-alternatives"
 COUNTER = f"{ALTERNATIVES}/contiguity-counter.patch"
 CONTIGUITY_CHECK = f"{ALTERNATIVES}/contiguity-check.patch"
 
+# The deliberate breakages of the onlining template path, each a patch in
+# tests/data/onlining-mutants/<name>/: every struct page of a section in
+# the other zone, the second pageblock of each section left unset, and
+# the list head's prev left pointing at the template.
+ONLINING_MUTANTS = ("wrong-zone", "skipped-pageblock", "wrong-lru")
+
 VARIANTS = {
     "base": Variant(("zdinit",)),
     "patched": Variant(("zdinit", "series"), ""),
@@ -69,6 +75,12 @@ VARIANTS = {
     "trace": Variant(("zdinit", "trace", "series"), ""),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
     "debug": Variant(("zdinit", "debug", "series"), ""),
+    # The series with its onlining template path broken on purpose, one
+    # way each (ONLINING_MUTANTS), for the test of what the kernel's
+    # onlining selftests and the memmap equality check each catch.
+    **{f"onlining-{name}": Variant(("zdinit", "series"), "", extra=(
+        f"tests/data/onlining-mutants/{name}/linux-{{base}}.patch",))
+       for name in ONLINING_MUTANTS},
     # Huge-page clearing: stock and the clear series, same config.
     "clear-base": Variant(("zdinit", "clear")),
     "clear": Variant(("zdinit", "clear"), "clear"),

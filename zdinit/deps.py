@@ -11,7 +11,9 @@ PACKAGES = [
     "build-essential", "bc", "bison", "flex",
     "libelf-dev", "libssl-dev", "cpio", "kmod", "xz-utils", "lz4", "ccache",
     "patch", "perl", "qemu-system-x86", "busybox-static", "ndctl",
-    "e2fsprogs", "python3-matplotlib", "python3-pytest",
+    "e2fsprogs",
+    # The kernel's onlining selftests are bash scripts.
+    "bash-static", "python3-matplotlib", "python3-pytest",
     # checkpatch.pl's SPDX check imports these.
     "python3-ply", "python3-git",
     # check-series builds the series for arm64 and boots it, and compiles

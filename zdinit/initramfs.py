@@ -10,7 +10,7 @@ from zdinit.errors import ZdinitError
 
 GUEST = pathlib.Path(__file__).resolve().parent.parent / "guest"
 TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl",
-         "mkfs.ext4": "e2fsprogs"}
+         "mkfs.ext4": "e2fsprogs", "bash-static": "bash-static"}
 DYNAMIC = ("ndctl", "mkfs.ext4")
 
 
@@ -61,6 +61,31 @@ def huge_selftests(tree):
                  if (mm / SELFTESTS[name]).exists())
 
 
+# The kernel's memory onlining selftests (guest/onlining-selftests.sh),
+# paths under tools/testing/selftests/ kept, so that a script finds the
+# kselftest helpers it sources beside it.  dax-kmem-hotplug.sh is new in
+# 7.3: a tree without it runs the rest.
+ONLINING_SELFTESTS = ("memory-hotplug/mem-on-off-test.sh",
+                      "dax/dax-kmem-hotplug.sh")
+KSELFTEST_HELPERS = ("kselftest/ktap_helpers.sh",)
+
+
+def add_onlining_selftests(tree, root):
+    """The ONLINING_SELFTESTS tree has, with their helpers, in
+    /zdinit/kselftests."""
+    selftests = tree / "tools/testing/selftests"
+    wanted = [name for name in ONLINING_SELFTESTS
+              if (selftests / name).exists()]
+    if ONLINING_SELFTESTS[0] not in wanted:
+        raise ZdinitError(f"{selftests / ONLINING_SELFTESTS[0]} missing: "
+                          "every base has it")
+    for name in wanted + list(KSELFTEST_HELPERS):
+        dest = root / "zdinit/kselftests" / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(selftests / name, dest)
+        os.chmod(dest, 0o755)
+
+
 def add_kernel_selftests(kernel, root):
     """hmm-tests and gup_test built from the kernel's tree against its own
     uapi headers, statically, plus test_hmm.ko."""
@@ -102,7 +127,7 @@ def add_kernel_selftests(kernel, root):
 # Scripts the guest runs (scenario.sh sources the others) and the guest's
 # C tools, from guest/<tool>.c with the libraries each links.
 GUEST_SCRIPTS = ("scenario.sh", "clear.sh", "hotplug.sh", "ndctl.sh",
-                 "store-rule.sh")
+                 "onlining-selftests.sh", "store-rule.sh")
 GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"], "zdonline": []}
 # Kernel modules the guest loads itself, from the kernel's build directory.
 GUEST_MODULES = {"virtio_mem.ko": "drivers/virtio/virtio_mem.ko"}
@@ -128,6 +153,7 @@ def build(kernel, dest, tools=None):
                   "zdinit", "lib/modules"):
             (root / d).mkdir(parents=True, exist_ok=True)
         shutil.copy2(binaries["busybox"], root / "bin/busybox")
+        shutil.copy2(binaries["bash-static"], root / "bin/bash")
         for name in DYNAMIC:
             _copy(binaries[name], root)
             shutil.move(str(root / binaries[name].lstrip("/")),
@@ -149,6 +175,7 @@ def build(kernel, dest, tools=None):
         for tool, path in (tools or {}).items():
             shutil.copy2(path, root / "zdinit" / tool)
         add_kernel_selftests(kernel, root)
+        add_onlining_selftests(kernel.tree, root)
         for script in ("init", "zdinit/scenario.sh"):
             os.chmod(root / script, 0o755)
         tmp_out = pathlib.Path(str(dest) + ".tmp")
