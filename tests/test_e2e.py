@@ -13,8 +13,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import (bases, build, cache, clear, initramfs, qemu, scenarios,
-                    series, source)
+from zdinit import (bases, build, cache, clear, cli, initramfs, qemu,
+                    scenarios, selftest, series, source)
 from zdinit.errors import ZdinitError
 
 pytestmark = pytest.mark.e2e
@@ -218,6 +218,20 @@ def test_memmap_equals_slow_path_byte_for_byte(base):
             "unwritten, 100 caught") in out
 
 
+@pytest.mark.full
+@pytest.mark.parametrize("mutant", build.ONLINING_MUTANTS)
+def test_the_onlined_memory_check_catches_a_broken_onlining_path(mutant,
+                                                                 tmp_path):
+    """Each deliberate breakage of the onlining template path
+    (tests/data/onlining-mutants/) fails the memmap equality check of
+    onlined memory, whether or not the kernel also notices."""
+    target = cli.prepare_target(f"onlining-{mutant}", bases.BASES[HOME],
+                                selftest.HOTPLUG_STRATEGIES)
+    with pytest.raises(ZdinitError, match="selftest hotplug: (memmap "
+                       "verification failed|kernel reported)"):
+        selftest.run_hotplug_verify(target, "tcg", tmp_path)
+
+
 def test_guest_failure_reports_the_log_tail(tmp_path):
     kernel = build.build("base", bases.BASES[HOME])
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
@@ -272,7 +286,8 @@ def test_safety_checks_pass_on_both_kernels():
     for check in ("hmm-selftests", "gup-devdax", "devdax-integrity",
                   "fsdax-integrity", "churn", "devprivate-too-large",
                   "odd-geometry", "ndctl-subsection", "ndctl-align",
-                  "ndctl-mode-cycle", "ndctl-reconfigure"):
+                  "ndctl-mode-cycle", "ndctl-reconfigure",
+                  "kselftest-dax-kmem", "kselftest-mem-on-off"):
         assert (check, "base") in names and (check, "patched") in names
     used = {r["used"] for r in rows if r["check"] == "devdax-integrity"
             and r["kernel"] == "patched"}
