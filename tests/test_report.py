@@ -111,9 +111,10 @@ def test_table_scripts_render_their_committed_runs(script):
     assert proc.stdout.count("\n| ") >= 6
 
 
-def test_rows_are_compared_with_the_seed_method_on_their_own_kernel():
+def test_rows_are_compared_with_upstream_7_4s_method_on_their_own_kernel():
     """auto is set against stream@1 of the same kernel and scenario, and
-    against stock; the seed method itself and stock get no seed ratio."""
+    against stock; upstream 7.4's method itself and stock get no ratio
+    against it."""
     from zdinit import bench, scenarios
 
     def entry(samples_ms):

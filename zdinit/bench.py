@@ -101,7 +101,8 @@ def collect_memmap(samples, spec, run, kernel, first_round):
 
 def runs_table(samples, specs):
     """results.json 'runs' records, plus speedups against the base kernel
-    and, on the same kernel, against the seeds' method."""
+    and, on the same kernel, against upstream 7.4's method
+    (scenarios.SEED_METHOD)."""
     sizes = {s.scenario.name: s.size for s in specs}
     family = {s.scenario.name for s in specs if s.scenario.hotplug}
     runs = []

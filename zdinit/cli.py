@@ -31,8 +31,8 @@ KERNELS_WITHOUT_STRATEGIES = ("base",) + HOTPLUG_KERNELS
 BENCH_KERNELS = KERNELS + ("patched-memcpy",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
-# The bench's default: the seeds' method (template and streaming stores
-# everywhere, one thread) and the series' own choice of method and threads.
+# The bench's default: upstream 7.4's method (template and streaming
+# stores everywhere, one thread) and the series' own choice of method and threads.
 BENCH_STRATEGIES = (scenarios.SEED_METHOD, "auto")
 # The most boots per kernel (bench, clear) or rounds per check
 # (clear-check) one --rounds asks for.

@@ -107,10 +107,11 @@ def _rebind_notes(results):
              "interval (zero-width where N is 1)."]
     if any(r.get("vs_seed") for r in results["runs"]):
         notes.append(
-            "vs seed method: the row's median against the same kernel's "
-            f"'{scenarios.SEED_METHOD}' row, the method of the posted series "
-            "\"mm: optimize zone-device memmap initialization\" (a template "
-            "copied with streaming stores into every range, on one thread).")
+            "vs upstream 7.4 method: the row's median against the same "
+            f"kernel's '{scenarios.SEED_METHOD}' row, the method mm-stable "
+            "queued for 7.4 from \"mm: optimize zone-device memmap "
+            "initialization\" (a template copied with streaming stores into "
+            "every range, on one thread), run by this kernel's own code.")
     return notes + _tcg_memmap_note(results)
 
 

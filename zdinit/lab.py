@@ -668,7 +668,7 @@ def bind_cells(data):
 def bind_row(cpu, name, key, medians, llc_bytes, node_cpus):
     """The rule's choice at one bind and its time where measured (at its
     threads, or the most measured below them), the best the kernel can
-    run and the best store at those threads, and the seed method."""
+    run and the best store at those threads, and upstream 7.4's method."""
     size, state, sweep = key
     # bind_cells() holds order-0 runs alone: no tail reuse.
     choice = store_rule.choose(size, llc_bytes, node_cpus, tail_reuse=False)
@@ -690,7 +690,7 @@ def bind_rows(runs_by_file):
     """bind_row() per CPU, run, bind and state."""
     cpus = node_cpus_by_cpu(runs_by_file)
     rows = [["CPU", "run", "bind", "state", "rule", "rule ms",
-             "kernel best ms", "best store ms", "seed method ms (MOVNTI x1)"]]
+             "kernel best ms", "best store ms", "upstream 7.4 method ms (MOVNTI x1)"]]
     for name, data in runs_by_file.items():
         cpu = cpu_name(data["cpu"])
         rows += [bind_row(cpu, name, key, medians,

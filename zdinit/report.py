@@ -139,7 +139,7 @@ def rows(runs):
 
 HEADER = ["scenario", "kernel", "strategy", "pages", "first ms", "median ms",
           "p10", "p90", "min", "max", "N", "speedup vs base [95% CI]",
-          "vs seed method [95% CI]"]
+          "vs upstream 7.4 method [95% CI]"]
 
 
 def text_table(runs, header=HEADER, make_rows=rows):
