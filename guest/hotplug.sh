@@ -7,6 +7,9 @@
 
 MEMDIR=/sys/devices/system/memory
 HP_ZONES=$(param zones movable,normal | tr , ' ')
+# Whether the memmap of added memory goes into that memory (Y/N): a boot
+# parameter, read once; empty on a kernel without memory hotplug.
+HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory 2>/dev/null)
 
 hp_state() {
 	case "$1" in
@@ -147,7 +150,6 @@ hp_kmem_bind() {
 # sysfs), its memmap in the new memory itself when booted with
 # memory_hotplug.memmap_on_memory=1.
 kmem() {
-	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
 	hp_debug
 	hp_contiguity "boot"
 	hp_kmem_add
@@ -194,7 +196,6 @@ hp_zone_free() {
 # ZONE_MOVABLE holds nothing else here.
 hotplug_use() {
 	hold_bytes=$(param check_bytes 536870912)
-	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
 	hp_kmem_add
 	hp_step "phase=first strategy=default zone=movable mom=$HP_MOM" \
 		/zdinit/zdonline online_movable $HP_BLOCKS
@@ -259,7 +260,6 @@ hp_plug() {
 }
 
 virtio_mem() {
-	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
 	hp_debug
 	first=${HP_ZONES%% *}
 	hp_state "$first" > $MEMDIR/auto_online_blocks || fail "auto_online_blocks"

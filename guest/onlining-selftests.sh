@@ -27,6 +27,19 @@ verdict_lines() {
 		sort -u | tr '\n' , | sed 's/,$//'
 }
 
+# Run selftest script $1 with bash, its output forwarded to the host and
+# kept in $2; $rc is its exit status.
+run_kselftest() {
+	bash "$1" > "$2" 2>&1
+	rc=$?
+	sed 's/^/@@kselftest /' "$2"
+}
+
+# Whether any memory block is offline.
+offline_blocks() {
+	grep -qx offline $MEMDIR/memory*/state
+}
+
 # dax-kmem-hotplug.sh cycles the state attribute of a kmem-bound dax
 # device: the namespace made by hp_kmem_add (hotplug.sh), its blocks
 # offline.  The destructive unbind subtest is left out, as the script
@@ -34,9 +47,7 @@ verdict_lines() {
 kselftest_dax_kmem() {
 	script=$KSELFTESTS/dax/dax-kmem-hotplug.sh
 	[ -x "$script" ] || return 0
-	DAX_KMEM_TEST_DEV=dax0.0 bash "$script" > /tmp/dax-kmem.out 2>&1
-	rc=$?
-	sed 's/^/@@kselftest /' /tmp/dax-kmem.out
+	DAX_KMEM_TEST_DEV=dax0.0 run_kselftest "$script" /tmp/dax-kmem.out
 	grep -q '^1\.\.[0-9]' /tmp/dax-kmem.out ||
 		fail "dax-kmem-hotplug.sh printed no KTAP plan (rc=$rc)"
 	check kselftest-dax-kmem pass strategy=- used=$(last_strategy) \
@@ -50,7 +61,7 @@ kmem_readd_offline() {
 	drv=/sys/bus/dax/drivers/kmem
 	echo dax0.0 > $drv/unbind 2>/dev/null
 	echo dax0.0 > $drv/bind || fail "binding dax0.0 to kmem again"
-	grep -qx offline $MEMDIR/memory*/state ||
+	offline_blocks ||
 		fail "kmem added no offline blocks for mem-on-off-test.sh"
 }
 
@@ -61,19 +72,15 @@ kmem_readd_offline() {
 kselftest_mem_on_off() {
 	script=$KSELFTESTS/memory-hotplug/mem-on-off-test.sh
 	[ -x "$script" ] || fail "no $script in the initramfs"
-	grep -qx offline $MEMDIR/memory*/state || kmem_readd_offline
-	bash "$script" > /tmp/mem-on-off.out 2>&1
-	rc=$?
-	sed 's/^/@@kselftest /' /tmp/mem-on-off.out
+	offline_blocks || kmem_readd_offline
+	run_kselftest "$script" /tmp/mem-on-off.out
 	verdicts=$(verdict_lines /tmp/mem-on-off.out)
 	check kselftest-mem-on-off pass strategy=- used=$(last_strategy) \
 		rc=$rc outcome=${verdicts:-none}
 }
 
 onlining_selftests() {
-	HP_MOM=$(cat /sys/module/memory_hotplug/parameters/memmap_on_memory)
 	hp_kmem_add
 	kselftest_dax_kmem
 	kselftest_mem_on_off
-	kmsg
 }

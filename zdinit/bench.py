@@ -102,7 +102,7 @@ def collect_memmap(samples, spec, run, kernel, first_round):
 def runs_table(samples, specs):
     """results.json 'runs' records, plus speedups against the base kernel
     and, on the same kernel, against upstream 7.4's method
-    (scenarios.SEED_METHOD)."""
+    (scenarios.UPSTREAM_METHOD)."""
     sizes = {s.scenario.name: s.size for s in specs}
     family = {s.scenario.name for s in specs if s.scenario.hotplug}
     runs = []
@@ -146,8 +146,8 @@ def summary(record, samples):
         fields["vs_base"] = stats.speedup(base, record["samples_ms"])
         if fields["vs_base"] is None:
             fields["vs_base_note"] = "base below its 1 ms resolution"
-    seed = samples.get((what, kernel, scenarios.SEED_METHOD))
-    if seed and record["strategy"] != scenarios.SEED_METHOD:
+    seed = samples.get((what, kernel, scenarios.UPSTREAM_METHOD))
+    if seed and record["strategy"] != scenarios.UPSTREAM_METHOD:
         fields["vs_seed"] = stats.speedup(seed, record["samples_ms"])
     return fields
 

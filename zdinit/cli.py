@@ -32,8 +32,9 @@ BENCH_KERNELS = KERNELS + ("patched-memcpy",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: upstream 7.4's method (template and streaming
-# stores everywhere, one thread) and the series' own choice of method and threads.
-BENCH_STRATEGIES = (scenarios.SEED_METHOD, "auto")
+# stores everywhere, one thread) and the series' own choice of method
+# and threads.
+BENCH_STRATEGIES = (scenarios.UPSTREAM_METHOD, "auto")
 # The most boots per kernel (bench, clear) or rounds per check
 # (clear-check) one --rounds asks for.
 MAX_ROUNDS = 100

@@ -108,7 +108,7 @@ def _rebind_notes(results):
     if any(r.get("vs_seed") for r in results["runs"]):
         notes.append(
             "vs upstream 7.4 method: the row's median against the same "
-            f"kernel's '{scenarios.SEED_METHOD}' row, the method mm-stable "
+            f"kernel's '{scenarios.UPSTREAM_METHOD}' row, the method mm-stable "
             "queued for 7.4 from \"mm: optimize zone-device memmap "
             "initialization\" (a template copied with streaming stores into "
             "every range, on one thread), run by this kernel's own code.")

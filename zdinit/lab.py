@@ -690,7 +690,8 @@ def bind_rows(runs_by_file):
     """bind_row() per CPU, run, bind and state."""
     cpus = node_cpus_by_cpu(runs_by_file)
     rows = [["CPU", "run", "bind", "state", "rule", "rule ms",
-             "kernel best ms", "best store ms", "upstream 7.4 method ms (MOVNTI x1)"]]
+             "kernel best ms", "best store ms",
+             "upstream 7.4 method ms (MOVNTI x1)"]]
     for name, data in runs_by_file.items():
         cpu = cpu_name(data["cpu"])
         rows += [bind_row(cpu, name, key, medians,

@@ -23,10 +23,11 @@ MAX_N = 1000
 STRATEGIES = ("auto", "slow", "template", "stream")
 MAX_THREADS = 64
 # The method of the posted series "mm: optimize zone-device memmap
-# initialization" (v1-v5): a struct page template copied with streaming
-# stores into every struct page of every range, on the thread that asked.
-# The bench compares the patched kernel's other strategies with it too.
-SEED_METHOD = "stream@1"
+# initialization" (v1-v5), which the mm tree has queued for 7.4: a struct
+# page template copied with streaming stores into every struct page of
+# every range, on the thread that asked.  The bench compares the patched
+# kernel's other strategies with it too.
+UPSTREAM_METHOD = "stream@1"
 
 
 def strategy_name(strategy):
