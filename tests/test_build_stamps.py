@@ -47,9 +47,11 @@ def make_deb(tmp_path, base_name, hello, release="1"):
 
 
 def fake_base(deb, sha256):
-    """A base whose .deb is already in the cache (nothing is fetched)."""
+    """A base whose .deb is already in the cache (nothing is fetched), its
+    zone-device series one directory, patches/linux-9.9/."""
     base = bases.Base("9.9", "linux-source-9.9", "1", sha256, "nowhere",
-                      ("full",), ("full",),
+                      ("full",), ("full",), stacks={"zone-device": (
+                          bases.Part("zone-device", directory="linux-9.9"),)},
                       archive="http://127.0.0.1:9/debian")
     debs = cache.require_lock() / "debs"
     debs.mkdir(exist_ok=True)
@@ -209,6 +211,8 @@ def fake_series(tmp_path, monkeypatch, patches):
     for patch in patches:
         shutil.copy(patch, directory)
     (directory / "series").write_text("".join(p.name + "\n" for p in patches))
+    (directory / series.COVER_LETTER).write_text(
+        "Subject: [PATCH 0/1] hello\n\nbase-commit: 9.9\n")
     monkeypatch.setattr(bases, "PATCHES_ROOT", directory.parent)
     monkeypatch.setattr(series, "checkpatch", lambda tree, patch: "clean")
 

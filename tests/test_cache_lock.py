@@ -1,5 +1,6 @@
 """One zdinit run at a time per cache: the second refuses in one line."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,13 +40,23 @@ def holder(scratch_cache):
         proc.wait()
 
 
-def run_zdinit(*args, pass_fds=()):
+def run_zdinit(*args, pass_fds=(), path="/nonexistent"):
     # No tools on PATH: a command that did not take the lock stops at its
     # first step ("needs a Debian system") instead of doing any work.
     return subprocess.run([sys.executable, "-m", "zdinit", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=60,
-                          env=dict(os.environ, PATH="/nonexistent"),
+                          env=dict(os.environ, PATH=path),
                           pass_fds=pass_fds)
+
+
+@pytest.fixture
+def git_alone(tmp_path):
+    """A PATH with git alone: check-series reads its patches' ids with it
+    before it takes the lock, and git does no work of a run."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "git").symlink_to(shutil.which("git"))
+    return str(bin_dir)
 
 
 @pytest.mark.parametrize("args", [
@@ -53,8 +64,9 @@ def run_zdinit(*args, pass_fds=()):
     ["bench", "--scenarios", "fsdax-dev", "--size", "1G", "--n", "1"],
     ["selftest"], ["safety"], ["capture-vectors"],
 ])
-def test_second_run_refuses_naming_the_holder(holder, scratch_cache, args):
-    proc = run_zdinit(*args)
+def test_second_run_refuses_naming_the_holder(holder, scratch_cache,
+                                              git_alone, args):
+    proc = run_zdinit(*args, path=git_alone)
     assert proc.returncode == 1
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

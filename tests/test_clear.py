@@ -309,8 +309,8 @@ def test_memory_check_uses_the_guest_size(monkeypatch):
 
 
 def test_broken_series_is_the_clear_series_plus_one_test_patch():
-    from zdinit import build, source
-    clear_series = source.series(BASE.series_dir("clear"))
+    from zdinit import build
+    clear_series = build.stack_patches(BASE, "clear")
     broken = build.variant_patches("clear-broken", BASE)
     assert broken[:-1] == clear_series
     assert "TEST ONLY" in broken[-1].read_text()

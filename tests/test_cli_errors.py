@@ -296,8 +296,8 @@ def test_a_kernel_no_base_has_is_refused_as_it_is(monkeypatch):
     """A variant naming a patch no series has is the project's bug: said
     as it is, not as a choice of base."""
     monkeypatch.setitem(build.VARIANTS, "odd", build.Variant(
-        ("zdinit",), "", only=("mm-no-such-patch",)))
+        ("zdinit",), "zone-device", only=("mm-no-such-patch",)))
     with pytest.raises(UsageError, match="^base 7.3: kernel 'odd' names "
-                       "patch 'mm-no-such-patch', which linux-7.3/series "
-                       "lacks$"):
+                       "patch 'mm-no-such-patch', which its zone-device "
+                       "series lacks$"):
         cli.require_series(["odd"], bases.get("7.3"))

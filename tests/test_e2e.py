@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT
 from zdinit import (bases, build, cache, clear, cli, initramfs, qemu,
-                    scenarios, selftest, series, source)
+                    scenarios, selftest, series)
 from zdinit.errors import ZdinitError
 
 pytestmark = pytest.mark.e2e
@@ -37,10 +37,12 @@ def check_series(name, base, build_each=True, targets=None):
     out = zdinit("check-series", "--series", name, "--base", base.name,
                  *([] if build_each else ["--no-build"]),
                  *(["--targets", ",".join(targets)] if targets else [])).stdout
-    kind = series.SERIES[name].kind
     want = "applies, checkpatch clean" + (", built in" if build_each else "\n")
-    for patch in source.series(base.series_dir(kind)):
-        assert f"{base.name} {name}/{patch.name}: {want}" in out, out
+    parts = list(build.stack_parts(base, name))
+    for part, patches in parts:
+        where = f"{name}/{part.name}" if len(parts) > 1 else name
+        for patch in patches:
+            assert f"{base.name} {where}/{patch.name}: {want}" in out, out
     return out
 
 
@@ -87,6 +89,17 @@ def test_every_patch_applies_passes_checkpatch_and_builds(base, targets):
         if name == "zone-device":
             assert f"arm64: built Image; {KUNIT_NO_STREAM}" in out, out
             assert (I386_COMPILED in out) == ("i386" in targets), out
+
+
+def test_the_stacked_series_apply_and_pass_checkpatch():
+    """Every part of the stack: its cover letter, base-commit and
+    prerequisite-patch-ids, then each patch applied and checkpatch'd."""
+    check_series("zone-device-stack", bases.BASES[HOME], build_each=False)
+
+
+@pytest.mark.full
+def test_every_prefix_of_the_stacked_series_builds():
+    check_series("zone-device-stack", bases.BASES[HOME])
 
 
 @pytest.mark.full

@@ -340,11 +340,11 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
 
 
 def test_hotplug_base_is_stock_plus_the_timing_patch():
-    from zdinit import bases, build, source
+    from zdinit import bases, build
     base = bases.BASES["6.12"]
     patches = build.variant_patches("hotplug-base", base)
     # The series' own patch file, not a copy.
-    assert patches == [p for p in source.series(base.series_dir())
+    assert patches == [p for p in build.stack_patches(base, "zone-device")
                        if "memory_hotplug-time" in p.name]
     assert build.VARIANTS["hotplug-base"].fragments == ("zdinit",)
     assert hotplug.times_onlining("hotplug-base")
@@ -356,13 +356,13 @@ def test_hotplug_base_is_stock_plus_the_timing_patch():
 
 
 def test_hotplug_contig_differs_from_hotplug_base_by_patch_12_alone():
-    from zdinit import bases, build, source
+    from zdinit import bases, build
     base = bases.BASES["6.12"]
     stock = build.variant_patches("hotplug-base", base)
     contig = build.variant_patches("hotplug-contig", base)
     assert contig[:-1] == stock
     assert "skip-zone-contiguity-walks" in contig[-1].name
-    assert contig[-1] in source.series(base.series_dir())
+    assert contig[-1] in build.stack_patches(base, "zone-device")
 
 
 def test_strategies_online_each_zone_and_key_the_samples():

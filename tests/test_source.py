@@ -44,9 +44,9 @@ def test_stale_patch_fails_and_leaves_tree_untouched(tmp_path):
 
 
 def test_series_lists_existing_patches_in_order():
-    for kind in ("", "clear"):
-        patches = source.series(BASE.series_dir(kind))
-        assert patches, f"{BASE.series_dir(kind)}/series is empty"
+    for part in (part for parts in BASE.stacks.values() for part in parts):
+        patches = source.series(BASE.series_dir(part))
+        assert patches, f"{BASE.series_dir(part)}/series is empty"
         assert [p.name for p in patches] == sorted(p.name for p in patches)
 
 
@@ -71,7 +71,7 @@ def test_cross_compiles_the_directories_of_the_changed_c_files(tmp_path):
                      "mm/mm_init.c"]
     assert cross.changed_dirs(files) == ["arch/x86/lib/", "mm/"]
     assert "mm/mm_init.c" in cross.changed_c_files(
-        source.series(BASE.series_dir()))
+        build.stack_patches(BASE, "zone-device"))
 
 
 def test_check_series_builds_the_whole_series_where_asked():
@@ -99,7 +99,7 @@ def test_every_booted_target_builds_the_kunit_suites(name):
 
 
 def test_patched_memcpy_leaves_out_patch_7_and_the_onlining_templates():
-    series = [p.resolve() for p in source.series(BASE.series_dir())]
+    series = [p.resolve() for p in build.stack_patches(BASE, "zone-device")]
     memcpy = [p.resolve() for p in build.variant_patches("patched-memcpy",
                                                          BASE)]
     assert memcpy == series[:6] + series[7:12] + series[13:14]
@@ -111,42 +111,44 @@ def test_patched_memcpy_leaves_out_patch_7_and_the_onlining_templates():
         build.VARIANTS["patched"].fragments
 
 
-def test_every_variant_selects_patches_on_every_base_with_its_series():
+def test_every_variant_selects_patches_on_every_base():
     """A patch a variant names by subject must be in the series of every
-    base that has that series: renaming one fails here, not in a build."""
+    base (each has every series): renaming one fails here, not in a
+    build."""
     for base in bases.BASES.values():
-        for name, spec in build.VARIANTS.items():
-            if spec.series is not None and \
-                    not source.series(base.series_dir(spec.series)):
-                continue
+        for name in build.VARIANTS:
             try:
                 build.variant_patches(name, base)
             except ZdinitError as err:
-                # A patch outside the series may be there for some bases.
-                assert "has no patch for base" in str(err)
+                # A patch outside the series, or a whole stack, may be
+                # there for some bases only.
+                assert ("has no patch for base" in str(err)
+                        or build.VARIANTS[name].series not in base.stacks)
 
 
 def test_a_variant_naming_a_missing_patch_is_refused(monkeypatch):
     monkeypatch.setitem(build.VARIANTS, "odd", build.Variant(
-        ("zdinit",), "", only=("mm-no-such-patch",)))
+        ("zdinit",), "zone-device", only=("mm-no-such-patch",)))
     with pytest.raises(ZdinitError, match="^base 6.12: kernel 'odd' names "
-                       "patch 'mm-no-such-patch', which linux-6.12/series "
-                       "lacks$"):
+                       "patch 'mm-no-such-patch', which its zone-device "
+                       "series lacks$"):
         build.variant_patches("odd", BASE)
 
 
 def test_a_base_without_a_series_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(bases, "PATCHES_ROOT", tmp_path)
-    with pytest.raises(ZdinitError, match="^base 6.12 has no series for "
-                       "kernel 'patched': .*linux-6.12/series is missing"):
+    with pytest.raises(ZdinitError, match="^base 6.12 series zone-device: "
+                       ".*/linux-6.12/series is missing or lists no "
+                       "patches$"):
         build.variant_patches("patched", BASE)
     assert build.variant_patches("base", BASE) == []
 
 
 def test_every_series_is_the_whole_of_its_kernel():
     """The kernel check-series leaves built applies every patch of the
-    series, in its order: a kernel that left one out would be another."""
+    stack, in its order: a kernel that left one out would be another."""
     for base in bases.BASES.values():
-        for name, spec in series.SERIES.items():
+        for name in base.stacks:
+            spec = series.SERIES[name]
             assert build.variant_patches(spec.variant, base) == \
-                source.series(base.series_dir(spec.kind)), (base.name, name)
+                build.stack_patches(base, name), (base.name, name)

@@ -1,9 +1,9 @@
 """Kernel bases: the Debian source package each kernel tree comes from.
 
-A base is data: the package, the version pinned, the checksum of its .deb
-and the archive that serves it.  Its series live in patches/linux-<name>/
-(and linux-<name>-clear/ for huge-page clearing).  Adding a base is one
-entry here plus its patch directories.
+A base is data: the package, the version pinned, the checksum of its .deb,
+the archive that serves it and its series.  Each series is a stack of
+directories under patches/, applied in order, each on top of the ones
+before it.  Adding a base is one entry here plus its patch directories.
 """
 import dataclasses
 import pathlib
@@ -12,6 +12,21 @@ from zdinit.errors import UsageError
 
 PATCHES_ROOT = pathlib.Path(__file__).resolve().parent.parent / "patches"
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One directory of a stack of series: a series of its own, with its
+    own cover letter, applied on top of the parts before it in the stack
+    (its prerequisites)."""
+    name: str           # what check-series and its refusals call it
+    # True: offered for merging, so no patch of it may say NOT FOR MERGING
+    # in its Subject; False: not for merging, which its cover letter's
+    # Subject must say; None: a series for merging that ends with the
+    # harness's own patches, each marked NOT FOR MERGING, so that neither
+    # is checked.
+    for_merging: object = True
+    directory: str = None   # under patches/; None: linux-<base>-<name>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,6 +43,10 @@ class Base:
     # boot (the configured model runs instead).
     preempt_models: tuple
     clear_preempt: tuple
+    # Its series by the name variants and check-series --series use
+    # ("zone-device", "clear"): each a tuple of Parts in the order they
+    # apply.  (Left out of the hash: a base is hashed, a dict cannot be.)
+    stacks: dict = dataclasses.field(hash=False)
     archive: str = "http://deb.debian.org/debian"
     note: str = ""     # what the base is for, in --help
 
@@ -45,22 +64,43 @@ class Base:
         return (f"deb [signed-by={DEBIAN_KEYRING}] {self.archive} "
                 f"{self.suite} main")
 
-    def series_dir(self, kind=""):
-        """patches/linux-<name>[-<kind>]: kind "" is the ZONE_DEVICE and
-        onlining series, "clear" the huge-page clearing series."""
-        return PATCHES_ROOT / (f"linux-{self.name}"
-                               + (f"-{kind}" if kind else ""))
+    def series_dir(self, part):
+        """The directory of one Part of this base's stacks."""
+        return PATCHES_ROOT / (part.directory
+                               or f"linux-{self.name}-{part.name}")
 
 
 BASES = {b.name: b for b in (
     Base("6.12", "linux-source-6.12", "6.12.117-1~deb12u1",
          "e849faf31ca3555757f3a8877cb01af92122f744f75d1f3102734651c4e14703",
          "bookworm-security", ("none", "voluntary", "full"), ("none", "full"),
+         stacks={
+             # One directory, for merging but for its last two patches,
+             # the harness's: until 6.12 is cut as 7.3 is, neither
+             # merging rule can hold, so neither is checked.
+             "zone-device": (Part("zone-device", for_merging=None,
+                                  directory="linux-6.12"),),
+             # Its last patch is the harness's debugfs switch.
+             "clear": (Part("clear", for_merging=None),)},
          archive="http://deb.debian.org/debian-security",
          note="the LTS backport (Debian 13's kernel)"),
     Base("7.3", "linux-source-7.3", "7.3.4-1~bpo13+1",
          "703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3",
          "trixie-backports", ("full", "lazy"), ("lazy", "full"),
+         stacks={
+             # What the kernels build from, as on 6.12, until the onlining
+             # kernels and the KUnit suites move to the stack below.
+             "zone-device": (Part("zone-device", for_merging=None,
+                                  directory="linux-7.3"),),
+             # The same work cut as six series on top of what upstream
+             # queued for 7.4, each with its own cover letter; the kit
+             # (timing, test hooks, KUnit, debugfs) is not for merging.
+             "zone-device-stack": (Part("templates"), Part("store-policy"),
+                                   Part("parallel"), Part("contiguity"),
+                                   Part("onlining"),
+                                   Part("kit", for_merging=False)),
+             # Its last patch is the harness's debugfs switch.
+             "clear": (Part("clear", for_merging=None),)},
          note="where upstream's multi-page clearing is merged"),
 )}
 DEFAULT = "7.3"

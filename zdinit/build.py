@@ -17,12 +17,15 @@ MODULE_SRC = ROOT / "module"
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """A kernel made from a base: kconfig fragments plus a selection of
-    one of the base's series (none: stock).  Patches are named by their
-    subject as in the file name, without the number, so one entry serves
-    every base whose series has them."""
+    one of the base's series (none: stock), all of its parts in order.
+    Patches are named by their subject as in the file name, without the
+    number, so one entry serves every base whose series has them, however
+    the base cuts it into parts."""
     fragments: tuple
-    series: str = None          # None: stock; "": ZONE_DEVICE + onlining;
-                                # "clear": huge-page clearing
+    series: str = None          # None: stock; else one of the base's
+                                # stacks (bases.Base.stacks): "zone-device"
+                                # (ZONE_DEVICE and onlining) or "clear"
+                                # (huge-page clearing)
     only: tuple = ()            # these patches of the series alone
     leave_out: tuple = ()       # the series without these
     extra: tuple = ()           # patch files after the series: paths from
@@ -53,32 +56,36 @@ ONLINING_MUTANTS = ("wrong-zone", "skipped-pageblock", "wrong-lru")
 
 VARIANTS = {
     "base": Variant(("zdinit",)),
-    "patched": Variant(("zdinit", "series"), ""),
+    "patched": Variant(("zdinit", "series"), "zone-device"),
     # The series without patch 7, whose template copy reads the template
     # again for every struct page: patch 7 alone, for ZONE_DEVICE (the
     # onlining template path and its check, written on top of it, are left
     # out too).
-    "patched-memcpy": Variant(("zdinit", "series"), "", leave_out=(
+    "patched-memcpy": Variant(("zdinit", "series"), "zone-device", leave_out=(
         "mm-copy-the-ZONE_DEVICE-memmap-template-from-registe",
         "mm-build-the-memmap-of-onlined-memory-from-templates",
         "mm-check-the-memmap-of-onlined-memory-in-debugfs-NOT")),
     # Stock plus the series' hotplug timing patch alone: onlining's
     # breakdown without the ZONE_DEVICE series (hotplug scenarios).
-    "hotplug-base": Variant(("zdinit",), "", only=(TIMING,)),
+    "hotplug-base": Variant(("zdinit",), "zone-device", only=(TIMING,)),
     # hotplug-base plus the contiguity walk patch, to measure it alone.
-    "hotplug-contig": Variant(("zdinit",), "", only=(TIMING, CONTIGUITY)),
+    "hotplug-contig": Variant(("zdinit",), "zone-device",
+                              only=(TIMING, CONTIGUITY)),
     # hotplug-base plus the alternative to the contiguity walk patch: the
     # zone's contiguity from a count of its pages, kept exact.
-    "hotplug-counter": Variant(("zdinit",), "", only=(TIMING,),
+    "hotplug-counter": Variant(("zdinit",), "zone-device", only=(TIMING,),
                                extra=(COUNTER,)),
+    # The same work as patched, cut as a stack of six series (7.3 only),
+    # with its kit's KUnit suite and debugfs controls.
+    "stacked": Variant(("zdinit", "stack"), "zone-device-stack"),
     # The series with the page_ref tracepoints, for the tracepoint guard.
-    "trace": Variant(("zdinit", "trace", "series"), ""),
+    "trace": Variant(("zdinit", "trace", "series"), "zone-device"),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
-    "debug": Variant(("zdinit", "debug", "series"), ""),
+    "debug": Variant(("zdinit", "debug", "series"), "zone-device"),
     # The series with its onlining template path broken on purpose, one
     # way each (ONLINING_MUTANTS), for the test of what the kernel's
     # onlining selftests and the memmap equality check each catch.
-    **{f"onlining-{name}": Variant(("zdinit", "series"), "", extra=(
+    **{f"onlining-{name}": Variant(("zdinit", "series"), "zone-device", extra=(
         f"tests/data/onlining-mutants/{name}/linux-{{base}}.patch",))
        for name in ONLINING_MUTANTS},
     # Huge-page clearing: stock and the clear series, same config.
@@ -117,12 +124,36 @@ def typed_path(path):
 
 
 class MissingPatch(ZdinitError):
-    """A base lacks a patch file a variant applies; lacking: which, as
-    'no <its typed_path()>'."""
+    """A base lacks a series or patch file a variant applies; lacking:
+    what, as 'no <it>' (a file as typed_path() gives it)."""
 
     def __init__(self, message, lacking):
         super().__init__(message)
         self.lacking = lacking
+
+
+def stack_parts(base, stack):
+    """Yield (part, its patch files) of base's stack, in the order they
+    apply; MissingPatch if the base has no such stack, or once a part
+    lists no patch (the parts before it are there)."""
+    if stack not in base.stacks:
+        raise MissingPatch(f"base {base.name} has no {stack} series",
+                           f"no {stack} series")
+    for part in base.stacks[stack]:
+        directory = base.series_dir(part)
+        patches = source.series(directory)
+        if not patches:
+            series_file = typed_path(directory / "series")
+            raise MissingPatch(f"base {base.name} series {part.name}: "
+                               f"{series_file} is missing or lists no "
+                               "patches", f"no {series_file}")
+        yield part, patches
+
+
+def stack_patches(base, stack):
+    """Every patch file of base's stack, in the order they apply."""
+    return [patch for _, patches in stack_parts(base, stack)
+            for patch in patches]
 
 
 def variant_patches(variant, base, contiguity=False):
@@ -133,20 +164,15 @@ def variant_patches(variant, base, contiguity=False):
     if spec.series is None:
         patches = []
     else:
-        directory = base.series_dir(spec.series)
-        series_file = typed_path(directory / "series")
-        patches = source.series(directory)
-        if not patches:
-            raise MissingPatch(f"base {base.name} has no series for kernel "
-                               f"'{variant}': {directory}/series is missing "
-                               "or empty", f"no {series_file}")
+        patches = stack_patches(base, spec.series)
         subjects = {subject(p) for p in patches}
         for name in spec.only + spec.leave_out:
             if name not in subjects:
                 raise MissingPatch(f"base {base.name}: kernel '{variant}' "
-                                   f"names patch '{name}', which "
-                                   f"{directory.name}/series lacks",
-                                   f"no patch '{name}' in {series_file}")
+                                   f"names patch '{name}', which its "
+                                   f"{spec.series} series lacks",
+                                   f"no patch '{name}' in its {spec.series} "
+                                   "series")
         patches = [p for p in patches if spec.selects(subject(p))]
     for name in spec.extra:
         extra = name.format(base=base.name)

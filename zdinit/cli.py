@@ -166,6 +166,11 @@ def check_series_targets(args):
 
 def cmd_check_series(args):
     targets = check_series_targets(args)
+    # Every stack's structure before anything is locked, installed or
+    # built: a refusal of the last stack must not wait for the first's
+    # builds.
+    for name in args.series:
+        series.checked_stack(name, args.base)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.series:

@@ -22,7 +22,7 @@ def times_onlining(variant):
     if os.environ.get("ZDINIT_HOTPLUG_TIMING") == "0":
         return False
     spec = build.VARIANTS.get(variant)
-    return spec is not None and spec.series == "" and \
+    return spec is not None and spec.series == "zone-device" and \
         spec.selects(build.TIMING)
 
 

@@ -147,8 +147,9 @@ def _digest(base, paths):
     return h.hexdigest()[:16]
 
 
-def apply_patch(tree, patch, base):
-    """Apply one patch, refusing cleanly (tree untouched) if it does not fit."""
+def apply_patch(tree, patch, base, series=None):
+    """Apply one patch, refusing cleanly (tree untouched) if it does not
+    fit; series: the part of a stack it is in, which the refusal names."""
     # No .orig backups where a hunk lands at an offset (patched-memcpy
     # leaves a patch out): the tree holds only what the series makes.
     args = ["patch", "-p1", "-s", "-N", "--no-backup-if-mismatch", "-d",
@@ -157,7 +158,8 @@ def apply_patch(tree, patch, base):
     if dry.returncode != 0:
         why = (dry.stdout + dry.stderr).strip().splitlines()
         raise ZdinitError(
-            f"base {base.name}: patch {patch.name} does not apply to "
+            f"base {base.name}{f' series {series}' if series else ''}: "
+            f"patch {patch.name} does not apply to "
             f"{base.package} {base.version}: "
             f"{why[0] if why else 'patch failed'}; rebase the series")
     subprocess.run(args, check=True, capture_output=True)
