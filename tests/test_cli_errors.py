@@ -115,6 +115,8 @@ def run_zdinit(cache, *args, **env):
      "'none' cannot be combined with other targets"),
     (["check-series", "--series", "clear", "--targets", "x86_64"],
      "--targets applies to the zone-device series only: add it to --series"),
+    (["check-series", "--base", "6.12", "--series", "zone-device-stack"],
+     "base 6.12 has no zone-device-stack series; it is base 7.3's"),
     (["lab", "--slow"], "unrecognized arguments: --slow"),
     # An option given twice would keep its last value without a word.
     (["bench", "--size", "4G", "--size", "8G"],

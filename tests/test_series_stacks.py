@@ -194,7 +194,8 @@ def test_every_stack_asked_for_is_checked_before_the_first_is_built(
         patches, nothing_heavy, capsys):
     status, out, err = check_series(capsys, "--series", "zone-device,clear")
     assert (status, out, err) == (
-        1, "", ["zdinit: error: base 9.9 has no clear series"])
+        2, "", ["zdinit: error: base 9.9 has no clear series; it is base "
+                "6.12, 7.3's"])
 
 
 @pytest.fixture

@@ -164,7 +164,22 @@ def check_series_targets(args):
     return tuple(args.targets)
 
 
+def base_series(args):
+    """--series, or every series of --base; one a base lacks is refused
+    naming the bases that have it."""
+    if args.series is None:
+        return list(args.base.stacks)
+    for name in args.series:
+        if name not in args.base.stacks:
+            having = [b.name for b in bases.BASES.values()
+                      if name in b.stacks]
+            raise UsageError(f"base {args.base.name} has no {name} series; "
+                             f"it is base {', '.join(having)}'s")
+    return args.series
+
+
 def cmd_check_series(args):
+    args.series = base_series(args)
     targets = check_series_targets(args)
     # Every stack's structure before anything is locked, installed or
     # built: a refusal of the last stack must not wait for the first's
@@ -492,10 +507,11 @@ def parser():
                        f"{name} ({t.what})" for name, t in cross.TARGETS.items())
                    + "; or none (default " + ",".join(cross.DEFAULT_TARGETS)
                    + ", none with --no-build)")
-    c.add_argument("--series", default=",".join(series.SERIES),
+    c.add_argument("--series",
                    type=comma_list("series", tuple(series.SERIES)),
                    help="comma list of: " + ", ".join(series.SERIES)
-                   + " (default: all)")
+                   + " (zone-device-stack: 7.3 only; default: every "
+                   "series of the base)")
     add_base_option(c)
     c.set_defaults(func=cmd_check_series)
 
