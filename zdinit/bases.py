@@ -96,8 +96,8 @@ BASES = {b.name: b for b in (
              # queued for 7.4, each with its own cover letter; the kit
              # (timing, test hooks, KUnit, debugfs) is not for merging.
              "zone-device-stack": (Part("templates"), Part("store-policy"),
-                                   Part("parallel"), Part("contiguity"),
-                                   Part("onlining"),
+                                   Part("parallel"), Part("onlining"),
+                                   Part("contiguity"),
                                    Part("kit", for_merging=False)),
              # Its last patch is the harness's debugfs switch.
              "clear": (Part("clear", for_merging=None),)},
