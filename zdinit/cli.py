@@ -184,14 +184,15 @@ def cmd_check_series(args):
     # Every stack's structure before anything is locked, installed or
     # built: a refusal of the last stack must not wait for the first's
     # builds.
-    for name in args.series:
-        series.checked_stack(name, args.base)
+    checked = {name: series.checked_stack(name, args.base)
+               for name in args.series}
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.series:
             results, other_arches = series.check(name, args.base,
                                                  build_each=not args.no_build,
-                                                 targets=targets)
+                                                 targets=targets,
+                                                 parts=checked[name])
             for result in results:
                 built = (f", built in {result.build_s:.0f}s" if result.build_s
                          else "")

@@ -135,13 +135,12 @@ def check_merging(base, part, patches, cover):
 
 
 def check_prerequisites(base, part, cover_text, before):
-    """The cover letter names, in order, the patch-id of every patch of
-    the parts before it: one that does not was not regenerated when they
-    changed."""
+    """The cover letter names, in order, the patch-ids before lists
+    (prerequisite_ids() of the parts before it): one that does not was not
+    regenerated when they changed."""
     listed = PREREQUISITE.findall(cover_text)
     again = "; regenerate them: series.prerequisite_lines()"
-    for got, want in itertools.zip_longest(listed,
-                                           prerequisite_ids(before)):
+    for got, want in itertools.zip_longest(listed, before):
         if want is None:
             why = (f"lists prerequisite-patch-id {got}, beyond the patches "
                    "of the parts before it")
@@ -162,6 +161,7 @@ def checked_stack(name, base):
     prerequisites as they are.  Refused in one line naming the part;
     cheap, so check-series runs it on every stack before it builds."""
     parts = list(build.stack_parts(base, name))
+    before = []     # each patch's id computed once, for every part after it
     for i, (part, patches) in enumerate(parts):
         cover = base.series_dir(part) / COVER_LETTER
         if not cover.is_file():
@@ -171,13 +171,16 @@ def checked_stack(name, base):
             raise refusal(base, part,
                           f"{COVER_LETTER} has no base-commit: line")
         check_merging(base, part, patches, cover)
-        check_prerequisites(base, part, text, parts[:i])
+        check_prerequisites(base, part, text, before)
+        if i + 1 < len(parts):
+            before += prerequisite_ids([(part, patches)])
     return parts
 
 
-def check(name, base, build_each=True, targets=()):
+def check(name, base, build_each=True, targets=(), parts=None):
     """Apply series 'name' of base one patch at a time to a fresh tree,
-    part after part (checked_stack() first).
+    part after part: parts as checked_stack() returned them, or
+    checked_stack() first.
 
     After each patch: checkpatch, then an incremental build of the kernel
     and the project module, so every prefix of the stack is bisectable.
@@ -194,7 +197,8 @@ def check(name, base, build_each=True, targets=()):
     Returns (per-patch results, cross-build lines).
     """
     spec = SERIES[name]
-    parts = checked_stack(name, base)
+    if parts is None:
+        parts = checked_stack(name, base)
     fragments = list(build.VARIANTS[spec.variant].fragments)
     work = build.work_name(spec.variant if build_each else f"check-{name}",
                            base)
