@@ -12,12 +12,12 @@ BASE_OPTION := $(if $(BASE),--base $(BASE))
 setup:
 	$(ZDINIT) setup $(BASE_OPTION)
 
-# The main job: stock vs patched 7.3 on emulated NVDIMMs (100 GB; N=30
-# rebinds per kernel and strategy; devprivate 64 GB and N=10), the patched
-# kernel's own choice (auto) beside the method of the posted series this
-# work started from, "mm: optimize zone-device memmap initialization" by
-# Li Zhe: a struct page template copied with streaming stores on one
-# thread (stream@1).
+# The main job: stock 7.3, upstream's 7.4 method (the kernel 'upstream')
+# and the series on emulated NVDIMMs (100 GB; N=30 rebinds per kernel and
+# strategy; devprivate 64 GB and N=10), the series' own choice (auto)
+# beside that method run by its own code: a struct page template copied
+# with streaming stores on one thread (stream@1), from "mm: optimize
+# zone-device memmap initialization" by Li Zhe.
 bench:
 	$(ZDINIT) bench $(BASE_OPTION)
 

@@ -47,17 +47,18 @@ def run_zdinit(cache, *args, **env):
     # A base without the patches a kernel needs is refused before anything
     # is built (stock first would be a wasted build), naming the bases
     # that have them and what this one lacks, from the project's root.
-    (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
-      "hotplug-base,hotplug-counter"], "kernel 'hotplug-counter' exists for "
-     "base 7.3 only; base 6.12 has no "
-     "patches/linux-6.12-alternatives/contiguity-counter.patch"),
+    (["bench", "--base", "7.3", "--scenarios", "kmem", "--kernels",
+      "hotplug-base,hotplug-contig"], "kernel 'hotplug-contig' exists for "
+     "base 6.12 only; base 7.3 has no hotplug-contig kernel"),
     (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
       "hotplug-base", "--contiguity"], "kernel 'hotplug-base' with the "
      "contiguity check exists for base 7.3 only; base 6.12 has no "
-     "patches/linux-6.12-alternatives/contiguity-check.patch"),
-    (["build", "--base", "6.12", "hotplug-counter"], "error: kernel "
-     "'hotplug-counter' exists for base 7.3 only; base 6.12 has no "
-     "patches/linux-6.12-alternatives/contiguity-counter.patch"),
+     "patches/linux-6.12-contiguity-check.patch"),
+    (["build", "--base", "6.12", "upstream"], "error: kernel 'upstream' "
+     "exists for base 7.3 only; base 6.12 has no upstream kernel"),
+    (["build", "--base", "7.3", "patched-memcpy"], "error: kernel "
+     "'patched-memcpy' exists for base 6.12 only; base 7.3 has no "
+     "patched-memcpy kernel"),
     (["bench", "--base", "7.3", "--scenarios", "kmem", "--kernels",
       "patched", "--contiguity"], "--contiguity checks the hotplug kernels "
      "in kmem and virtio-mem, not patched"),
@@ -115,8 +116,8 @@ def run_zdinit(cache, *args, **env):
      "'none' cannot be combined with other targets"),
     (["check-series", "--series", "clear", "--targets", "x86_64"],
      "--targets applies to the zone-device series only: add it to --series"),
-    (["check-series", "--base", "6.12", "--series", "zone-device-stack"],
-     "base 6.12 has no zone-device-stack series; it is base 7.3's"),
+    (["check-series", "--base", "7.3", "--series", "zone-device",
+      "--series", "clear"], "argument --series: given more than once"),
     (["lab", "--slow"], "unrecognized arguments: --slow"),
     # An option given twice would keep its last value without a word.
     (["bench", "--size", "4G", "--size", "8G"],

@@ -1,5 +1,8 @@
-"""The zone contiguity check: the counter kernel, the check patch added
-to the hotplug kernels, and the guest's reports failing a run."""
+"""The zone contiguity check: the count in 7.3's onlining kernels, the
+check patch added to the hotplug kernels, and the guest's reports failing
+a run."""
+import types
+
 import pytest
 
 from conftest import ROOT
@@ -7,7 +10,13 @@ from zdinit import bases, build, hotplug, parse, scenarios
 from zdinit.errors import ZdinitError
 
 BASE = bases.BASES["7.3"]
-ALTERNATIVES = ROOT / "patches/linux-7.3-alternatives"
+CHECK = ROOT / "patches/linux-7.3-contiguity-check.patch"
+COUNT = ROOT / ("patches/linux-7.3-contiguity/"
+                "0001-mm-memory_hotplug-decide-zone-contiguity-from-a-coun.patch")
+
+
+def kernel(variant, base=BASE):
+    return types.SimpleNamespace(variant=variant, base=base)
 
 
 def console(*lines):
@@ -22,18 +31,24 @@ def console(*lines):
         "@@zdinit end rc=0"])
 
 
-def test_hotplug_counter_is_hotplug_base_plus_the_counter_patch():
-    counter = build.variant_patches("hotplug-counter", BASE)
-    assert counter[:-1] == build.variant_patches("hotplug-base", BASE)
-    assert counter[-1] == ALTERNATIVES / "contiguity-counter.patch"
-    assert hotplug.times_onlining("hotplug-counter")
+def test_7_3_onlining_kernels_count_and_6_12s_do_not():
+    """On 7.3 stock onlining is timed on top of the count, upstream's 7.4
+    method; 6.12's series has no count."""
+    assert build.variant_patches("hotplug-base", BASE)[0] == COUNT
+    for variant in ("hotplug-base", "patched", "upstream"):
+        assert COUNT in build.variant_patches(variant, BASE), variant
+        assert hotplug.keeps_contiguity_exact(kernel(variant)), variant
+    assert not hotplug.keeps_contiguity_exact(kernel("base"))
+    old = bases.BASES["6.12"]
+    for variant in ("hotplug-base", "hotplug-contig", "patched"):
+        assert not hotplug.keeps_contiguity_exact(kernel(variant, old))
 
 
 def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():
-    for variant in ("hotplug-base", "hotplug-contig", "hotplug-counter"):
+    for variant in ("hotplug-base", "patched"):
         plain = build.variant_patches(variant, BASE)
         checked = build.variant_patches(variant, BASE, contiguity=True)
-        assert checked == plain + [ALTERNATIVES / "contiguity-check.patch"]
+        assert checked == plain + [CHECK]
         assert build.variant_spec(variant, contiguity=True).fragments == \
             build.VARIANTS[variant].fragments + ("contiguity",)
         # Its own tree and build directory: the plain kernel stays built.
@@ -42,18 +57,12 @@ def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():
     assert (ROOT / "configs/contiguity.config").is_file()
 
 
-def test_a_base_without_the_alternative_is_refused_in_one_line():
-    with pytest.raises(ZdinitError, match=r"^kernel 'hotplug-counter' has no "
-                       r"patch for base 6\.12 \(.*contiguity-counter\.patch "
+def test_a_base_without_the_check_is_refused_in_one_line():
+    with pytest.raises(ZdinitError, match=r"^kernel 'hotplug-base' has no "
+                       r"patch for base 6\.12 \(.*contiguity-check\.patch "
                        r"is missing\)$"):
-        build.variant_patches("hotplug-counter", bases.BASES["6.12"])
-
-
-def test_only_the_counter_kernel_must_be_exact():
-    assert hotplug.keeps_contiguity_exact("hotplug-counter")
-    assert not hotplug.keeps_contiguity_exact("hotplug-base")
-    assert not hotplug.keeps_contiguity_exact("hotplug-contig")
-    assert not hotplug.keeps_contiguity_exact("no-such-kernel")
+        build.variant_patches("hotplug-base", bases.BASES["6.12"],
+                              contiguity=True)
 
 
 def test_contiguity_markers_parse():
@@ -102,20 +111,18 @@ def test_check_run_fails_in_one_line_naming_zone_and_step():
     spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
     run = parse.parse(console(
         "offline:normal:1 node=0 zone=Normal flag=0 walk=1"))
-    with pytest.raises(ZdinitError, match=r"^kmem hotplug-counter: zone "
+    with pytest.raises(ZdinitError, match=r"^kmem hotplug-base: zone "
                        r"Normal of node 0 after offline:normal:1: not "
                        r"marked contiguous, the walk finds no hole$"):
-        hotplug.check_run(spec, run, "kmem hotplug-counter", timed=False,
+        hotplug.check_run(spec, run, "kmem hotplug-base", timed=False,
                           contiguity=True)
 
 
 def test_boot_params_ask_the_guest_for_the_check():
-    import types
     from zdinit import bench
     spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
-    kernel = types.SimpleNamespace(variant="hotplug-counter")
     for contiguity in (False, True):
-        target = bench.Target(kernel, None, ("default",),
+        target = bench.Target(kernel("hotplug-base"), None, ("default",),
                               contiguity=contiguity)
         params = bench.boot_params(spec, target, 1, False, spec.aligns)
         assert params["contiguity"] == int(contiguity)

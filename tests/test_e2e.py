@@ -56,11 +56,20 @@ BASE_SERIES = {"6.12": ("zone-device", "clear"),
 # memmap self-test booted, in make test-full.
 HOME = bases.DEFAULT
 BACKPORT = "6.12"
-KUNIT = "KUnit zone_device_memmap, memory_hotplug_contiguity: 57 tests: "
-KUNIT_PASSED = KUNIT + "57 passed, 0 failed, 0 crashed, 0 skipped"
-# memfill_nt() streams on x86-64 alone: elsewhere the store rule's case
-# has nothing to test and skips.
-KUNIT_NO_STREAM = KUNIT + "56 passed, 0 failed, 0 crashed, 1 skipped"
+# Each base's KUnit line: its suites and how many cases they run.
+KUNIT = {BACKPORT: "KUnit zone_device_memmap, memory_hotplug_contiguity: "
+         "57 tests: ",
+         "7.3": "KUnit zone_device_memmap: @@ tests: "}
+KUNIT_PASSED = {BACKPORT: KUNIT[BACKPORT] + "57 passed, 0 failed, 0 crashed, "
+                "0 skipped",
+                "7.3": KUNIT["7.3"] + "@@ passed, 0 failed, 0 crashed, "
+                "0 skipped"}
+# The series streams on x86-64 alone: elsewhere the store rule's case has
+# nothing to test and skips.
+KUNIT_NO_STREAM = {BACKPORT: KUNIT[BACKPORT] + "56 passed, 0 failed, "
+                   "0 crashed, 1 skipped",
+                   "7.3": KUNIT["7.3"] + "@@ passed, 0 failed, 0 crashed, "
+                   "1 skipped"}
 I386_COMPILED = "i386: compiled mm/mm_init.c with -Werror; not in its "
 
 
@@ -68,7 +77,7 @@ def test_the_backport_series_apply_pass_checkpatch_and_run_kunit():
     out = check_series("zone-device", bases.BASES[BACKPORT],
                        build_each=False, targets=("x86_64",))
     # One CPU there (configs/kunit-x86.config): the realtime case skips.
-    assert (f"x86_64: built bzImage; {KUNIT}56 passed, 0 failed, 0 crashed, "
+    assert (f"x86_64: built bzImage; {KUNIT[BACKPORT]}56 passed, 0 failed, 0 crashed, "
             "1 skipped") in out, out
     assert "arm64" not in out and "i386" not in out, out
     check_series("clear", bases.BASES[BACKPORT], build_each=False)
@@ -87,19 +96,8 @@ def test_every_patch_applies_passes_checkpatch_and_builds(base, targets):
         out = check_series(name, bases.BASES[base], targets=(
             targets if series.SERIES[name].cross_build else None))
         if name == "zone-device":
-            assert f"arm64: built Image; {KUNIT_NO_STREAM}" in out, out
+            assert f"arm64: built Image; {KUNIT_NO_STREAM[base]}" in out, out
             assert (I386_COMPILED in out) == ("i386" in targets), out
-
-
-def test_the_stacked_series_apply_and_pass_checkpatch():
-    """Every part of the stack: its cover letter, base-commit and
-    prerequisite-patch-ids, then each patch applied and checkpatch'd."""
-    check_series("zone-device-stack", bases.BASES[HOME], build_each=False)
-
-
-@pytest.mark.full
-def test_every_prefix_of_the_stacked_series_builds():
-    check_series("zone-device-stack", bases.BASES[HOME])
 
 
 @pytest.mark.full
@@ -111,20 +109,19 @@ def test_the_series_compiles_for_i386():
 
 @pytest.mark.full
 def test_zone_contiguity_agrees_with_the_walk_on_the_7_3_hotplug_kernels():
-    """The check patch applies to and builds on hotplug-base, -contig and
-    -counter (three more kernel builds); every zone's flag after every
-    step, a failed online among them, is what the guest may expect of
-    that kernel."""
-    zdinit("bench", "--base", "7.3", "--kernels",
-           "hotplug-base,hotplug-contig,hotplug-counter", "--scenarios",
+    """The check patch applies to and builds on hotplug-base (one more
+    kernel build), which counts; every zone's flag after every step, a
+    failed online among them, is what the walk finds."""
+    zdinit("bench", "--base", "7.3", "--kernels", "hotplug-base",
+           "--scenarios",
            "kmem,virtio-mem", "--size", "1G", "--n", "1", "--rounds", "1",
            "--contiguity")
 
 
 @pytest.fixture(scope="module")
 def small_bench():
-    zdinit("bench", "--size", "4G", "--n", "3", "--rounds", "1",
-           "--strategies", "auto,slow,template,stream")
+    zdinit("bench", "--kernels", "base,patched", "--size", "4G", "--n", "3",
+           "--rounds", "1", "--strategies", "auto,slow,template,stream")
     latest = ROOT / "results" / "latest"
     return json.loads((latest / "results.json").read_text()), latest
 
@@ -170,6 +167,28 @@ def test_page_counts_follow_the_geometry(small_bench):
             assert written == pages, r
 
 
+@pytest.mark.full
+def test_upstreams_method_runs_every_scenario_of_the_bench():
+    """make bench's third kernel, 7.3 with the templates and contiguity
+    series alone (one more kernel build): its own pr_debug line, with the
+    struct pages it wrote, in every scenario of the default bench, one
+    streaming thread wherever the struct pages are not shared."""
+    zdinit("bench", "--base", "7.3", "--kernels", "upstream", "--size", "4G",
+           "--n", "1", "--rounds", "1")
+    results = json.loads((ROOT / "results" / "latest" /
+                          "results.json").read_text())
+    seen = set()
+    for r in results["runs"]:
+        assert (r["kernel"], r["strategy"]) == ("upstream", "default"), r
+        assert r["struct_pages_written"] is not None and r["threads"] is None
+        if r["struct_pages_written"] == r["pages"]:
+            assert r["resolved"] == ["stream"], r
+        seen.add((r["scenario"], r["align"]))
+    assert seen == {(name, align or None)
+                    for name in scenarios.DEFAULT_BENCH
+                    for align in scenarios.SCENARIOS[name].default_aligns}
+
+
 def test_auto_streams_once_the_struct_pages_written_reach_the_guest_llc(
         small_bench):
     """auto takes the store rule's strategy (zdinit/store_rule.py) for the
@@ -206,7 +225,7 @@ def test_memmap_equals_slow_path_byte_for_byte(base):
     out = zdinit("selftest", "--size", "4G", "--base", base).stdout
     assert "0 differ, 0 unchecked" in out
     assert out.rstrip().splitlines()[-1].startswith("selftest passed: all ")
-    assert KUNIT_PASSED in out
+    assert KUNIT_PASSED[base] in out
     # The check catches a fast path that leaves struct pages unwritten on
     # an altmap namespace still holding the slow path's.
     for mode in ("fsdax-dev", "devdax-dev2M"):
@@ -218,7 +237,7 @@ def test_memmap_equals_slow_path_byte_for_byte(base):
             assert f"{geometry} {strategy}->" in out
     for scenario in ("fsdax-dev", "devdax-dev 2M", "devdax-dev 1G"):
         assert f"{scenario} stream->stream: 2 rebinds verified" in out
-    # Onlined memory (patch 13): 8 blocks of 32768 struct pages onlined
+    # Onlined memory (the onlining series): 8 blocks of 32768 struct pages onlined
     # movable from templates three times (the first onlining, then auto
     # and template; the slow one is not checked), then into ZONE_NORMAL,
     # all checked; the skip caught.

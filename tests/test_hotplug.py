@@ -1,11 +1,15 @@
 """The hotplug family: patch 0011's lines, the checks and the tables."""
 import re
+import types
 
 import pytest
 
 from conftest import ROOT
-from zdinit import bench, families, hotplug, parse, report, runner, scenarios
+from zdinit import (bases, bench, families, hotplug, parse, report, runner,
+                    scenarios)
 from zdinit.errors import ZdinitError
+
+BASE = bases.BASES[bases.DEFAULT]
 
 BLOCK_PAGES = 32768              # 128 MiB memory blocks
 VMEMMAP_PAGES = 512              # a block's own memmap with memmap_on_memory
@@ -218,7 +222,7 @@ def test_boot_params_of_a_hotplug_scenario(monkeypatch):
     import types
 
     def params(variant):
-        target = bench.Target(types.SimpleNamespace(variant=variant), None,
+        target = bench.Target(types.SimpleNamespace(variant=variant, base=BASE), None,
                               ("auto", "slow"))
         return bench.boot_params(spec(), target, 2, False, ("2M",))
 
@@ -311,7 +315,7 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
     monkeypatch.setattr(qemu, "SparseImage", fake_image)
 
     def target(variant):
-        return bench.Target(types.SimpleNamespace(variant=variant), None,
+        return bench.Target(types.SimpleNamespace(variant=variant, base=BASE), None,
                             ("default",) if variant == "base" else ("auto",))
 
     def run(targets, specs):
@@ -339,20 +343,29 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
     assert len(samples[key]["samples_ms"]) == 1
 
 
-def test_hotplug_base_is_stock_plus_the_timing_patch():
-    from zdinit import bases, build
-    base = bases.BASES["6.12"]
-    patches = build.variant_patches("hotplug-base", base)
-    # The series' own patch file, not a copy.
-    assert patches == [p for p in build.stack_patches(base, "zone-device")
-                       if "memory_hotplug-time" in p.name]
+def test_hotplug_base_is_stock_plus_the_timing_patch_and_the_count():
+    """6.12's onlining kernel is stock plus the series' timing patch; 7.3's
+    has the contiguity count under it, the patch it applies on."""
+    from zdinit import build
+    old = bases.BASES["6.12"]
+    for base, wanted in ((old, ("memory_hotplug-time",)),
+                         (BASE, ("contiguity-from-a-coun",
+                                 "memory_hotplug-time"))):
+        patches = build.variant_patches("hotplug-base", base)
+        # The series' own patch files, not copies.
+        assert [p for p in patches if p not in build.stack_patches(
+            base, "zone-device")] == []
+        assert [w for w, p in zip(wanted, patches) if w in p.name] == \
+            list(wanted) and len(patches) == len(wanted), patches
     assert build.VARIANTS["hotplug-base"].fragments == ("zdinit",)
-    assert hotplug.times_onlining("hotplug-base")
-    assert hotplug.times_onlining("hotplug-contig")
-    assert hotplug.times_onlining("patched")
-    assert hotplug.times_onlining("patched-memcpy")
-    assert not hotplug.times_onlining("base")
-    assert not hotplug.times_onlining("clear")
+
+    def times(variant, base=BASE):
+        return hotplug.times_onlining(
+            types.SimpleNamespace(variant=variant, base=base))
+    assert times("hotplug-base") and times("patched")
+    assert times("hotplug-contig", old) and times("patched-memcpy", old)
+    assert not times("base") and not times("upstream")
+    assert not times("clear")
 
 
 def test_hotplug_contig_differs_from_hotplug_base_by_patch_12_alone():
@@ -369,7 +382,7 @@ def test_strategies_online_each_zone_and_key_the_samples():
     """On the patched kernel, --strategies onlines every zone once per
     strategy; the samples are keyed by the strategy onlined with."""
     import types
-    target = bench.Target(types.SimpleNamespace(variant="patched"), None,
+    target = bench.Target(types.SimpleNamespace(variant="patched", base=BASE), None,
                           ("auto",), ("auto", "slow"))
     assert bench.boot_params(spec(), target, 1, False,
                              ("2M",))["strategies"] == "auto,slow"

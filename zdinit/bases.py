@@ -47,6 +47,9 @@ class Base:
     # ("zone-device", "clear"): each a tuple of Parts in the order they
     # apply.  (Left out of the hash: a base is hashed, a dict cannot be.)
     stacks: dict = dataclasses.field(hash=False)
+    # The KUnit suites of its zone-device series, which a kernel booted
+    # with kunit.enable=1 must run and pass.
+    kunit_suites: tuple = ("zone_device_memmap",)
     archive: str = "http://deb.debian.org/debian"
     note: str = ""     # what the base is for, in --help
 
@@ -82,23 +85,22 @@ BASES = {b.name: b for b in (
                                   directory="linux-6.12"),),
              # Its last patch is the harness's debugfs switch.
              "clear": (Part("clear", for_merging=None),)},
+         # Its contiguity walk patch has a suite of its own.
+         kunit_suites=("zone_device_memmap", "memory_hotplug_contiguity"),
          archive="http://deb.debian.org/debian-security",
          note="the LTS backport (Debian 13's kernel)"),
     Base("7.3", "linux-source-7.3", "7.3.4-1~bpo13+1",
          "703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3",
          "trixie-backports", ("full", "lazy"), ("lazy", "full"),
          stacks={
-             # What the kernels build from, as on 6.12, until the onlining
-             # kernels and the KUnit suites move to the stack below.
-             "zone-device": (Part("zone-device", for_merging=None,
-                                  directory="linux-7.3"),),
-             # The same work cut as six series on top of what upstream
-             # queued for 7.4, each with its own cover letter; the kit
-             # (timing, test hooks, KUnit, debugfs) is not for merging.
-             "zone-device-stack": (Part("templates"), Part("store-policy"),
-                                   Part("parallel"), Part("onlining"),
-                                   Part("contiguity"),
-                                   Part("kit", for_merging=False)),
+             # Six series on top of what upstream queued for 7.4, each
+             # with its own cover letter; the last, the kit (timing, test
+             # hooks, KUnit, debugfs), is the harness's and not for
+             # merging.
+             "zone-device": (Part("templates"), Part("store-policy"),
+                             Part("parallel"), Part("onlining"),
+                             Part("contiguity"),
+                             Part("kit", for_merging=False)),
              # Its last patch is the harness's debugfs switch.
              "clear": (Part("clear", for_merging=None),)},
          note="where upstream's multi-page clearing is merged"),

@@ -43,7 +43,7 @@ def boot_params(spec, target, n, verify, aligns):
               "strategies": ",".join(strategies)}
     if spec.scenario.zones:
         params["zones"] = ",".join(spec.scenario.zones)
-        params["timing"] = int(hotplug.times_onlining(target.kernel.variant))
+        params["timing"] = int(hotplug.times_onlining(target.kernel))
         params["contiguity"] = int(target.contiguity)
     if verify:
         params["verify"] = 1

@@ -26,27 +26,34 @@ class Variant:
                                 # stacks (bases.Base.stacks): "zone-device"
                                 # (ZONE_DEVICE and onlining) or "clear"
                                 # (huge-page clearing)
+    parts: tuple = ()           # these parts of the series' stack alone
     only: tuple = ()            # these patches of the series alone
+    where_present: tuple = ()   # with only: these too, where the base's
+                                # series has them
     leave_out: tuple = ()       # the series without these
     extra: tuple = ()           # patch files after the series: paths from
                                 # the project's root, {base} the base's name
+    only_on: tuple = ()         # the bases it is for, where not every base
+                                # whose series has its patches
 
     def selects(self, patch_subject):
         """Whether the variant applies the series' patch of that subject."""
         return (self.series is not None
-                and (not self.only or patch_subject in self.only)
+                and (not self.only or patch_subject in self.only
+                     or patch_subject in self.where_present)
                 and patch_subject not in self.leave_out)
 
 
-# Patches named by more than one variant.
+# Patches named by more than one variant or module.
 TIMING = "mm-memory_hotplug-time-the-parts-of-online_pages-wit"
-CONTIGUITY = "mm-memory_hotplug-skip-zone-contiguity-walks-whose-r"
-# Patches outside the series: an alternative to one of its patches, and
-# the debugfs check of zone->contiguous against the walk (not for
+# How onlining decides a zone's contiguity: 6.12's series skips the walks
+# whose result it knows; 7.3's counts the pages, the approach upstream
+# queued for 7.4, and the timing patch applies on top of it.
+CONTIGUITY_WALK = "mm-memory_hotplug-skip-zone-contiguity-walks-whose-r"
+CONTIGUITY_COUNT = "mm-memory_hotplug-decide-zone-contiguity-from-a-coun"
+# The debugfs check of zone->contiguous against the walk (not for
 # merging), which with_contiguity_check() adds to a hotplug kernel.
-ALTERNATIVES = "patches/linux-{base}-alternatives"
-COUNTER = f"{ALTERNATIVES}/contiguity-counter.patch"
-CONTIGUITY_CHECK = f"{ALTERNATIVES}/contiguity-check.patch"
+CONTIGUITY_CHECK = "patches/linux-{base}-contiguity-check.patch"
 
 # The deliberate breakages of the onlining template path, each a patch in
 # tests/data/onlining-mutants/<name>/: every struct page of a section in
@@ -57,27 +64,30 @@ ONLINING_MUTANTS = ("wrong-zone", "skipped-pageblock", "wrong-lru")
 VARIANTS = {
     "base": Variant(("zdinit",)),
     "patched": Variant(("zdinit", "series"), "zone-device"),
-    # The series without patch 7, whose template copy reads the template
-    # again for every struct page: patch 7 alone, for ZONE_DEVICE (the
-    # onlining template path and its check, written on top of it, are left
-    # out too).
+    # What upstream queued for 7.4, on 7.3: the template path with its
+    # streaming copy, on one thread, and the contiguity count; timed by
+    # the kernel's own pr_debug line, with no knob and no kit.
+    "upstream": Variant(("zdinit",), "zone-device",
+                        parts=("templates", "contiguity"), only_on=("7.3",)),
+    # The series without the template copy from registers, whose copy
+    # reads the template again for every struct page: that patch alone,
+    # for ZONE_DEVICE (the onlining template path and its check, written
+    # on top of it, are left out too).  6.12 only: 7.3's kit is written
+    # for the whole stack.
     "patched-memcpy": Variant(("zdinit", "series"), "zone-device", leave_out=(
         "mm-copy-the-ZONE_DEVICE-memmap-template-from-registe",
         "mm-build-the-memmap-of-onlined-memory-from-templates",
-        "mm-check-the-memmap-of-onlined-memory-in-debugfs-NOT")),
-    # Stock plus the series' hotplug timing patch alone: onlining's
-    # breakdown without the ZONE_DEVICE series (hotplug scenarios).
-    "hotplug-base": Variant(("zdinit",), "zone-device", only=(TIMING,)),
-    # hotplug-base plus the contiguity walk patch, to measure it alone.
+        "mm-check-the-memmap-of-onlined-memory-in-debugfs-NOT"),
+        only_on=("6.12",)),
+    # Onlining as stock does it, timed: the series' hotplug timing patch
+    # and, where the series has it, the contiguity count (7.3: upstream's
+    # 7.4 method, the base the onlining templates build on).
+    "hotplug-base": Variant(("zdinit",), "zone-device", only=(TIMING,),
+                            where_present=(CONTIGUITY_COUNT,)),
+    # 6.12's hotplug-base plus its contiguity walk patch, to measure it.
     "hotplug-contig": Variant(("zdinit",), "zone-device",
-                              only=(TIMING, CONTIGUITY)),
-    # hotplug-base plus the alternative to the contiguity walk patch: the
-    # zone's contiguity from a count of its pages, kept exact.
-    "hotplug-counter": Variant(("zdinit",), "zone-device", only=(TIMING,),
-                               extra=(COUNTER,)),
-    # The same work as patched, cut as a stack of six series (7.3 only),
-    # with its kit's KUnit suite and debugfs controls.
-    "stacked": Variant(("zdinit", "stack"), "zone-device-stack"),
+                              only=(TIMING, CONTIGUITY_WALK),
+                              only_on=("6.12",)),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": Variant(("zdinit", "trace", "series"), "zone-device"),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
@@ -161,10 +171,25 @@ def variant_patches(variant, base, contiguity=False):
     applies to base, in order; MissingPatch if the base lacks its series
     or one of the patches it names."""
     spec = variant_spec(variant, contiguity)
+    if spec.only_on and base.name not in spec.only_on:
+        raise MissingPatch(f"kernel '{variant}' is for base "
+                           f"{', '.join(spec.only_on)} only",
+                           f"no {variant} kernel")
     if spec.series is None:
         patches = []
     else:
-        patches = stack_patches(base, spec.series)
+        parts = dict(stack_parts(base, spec.series))
+        names = [part.name for part in parts]
+        for name in spec.parts:
+            if name not in names:
+                raise MissingPatch(f"base {base.name}: kernel '{variant}' "
+                                   f"takes the {name} part of the "
+                                   f"{spec.series} series, which it lacks",
+                                   f"no {name} part in its {spec.series} "
+                                   "series")
+        patches = [patch for part, part_patches in parts.items()
+                   if not spec.parts or part.name in spec.parts
+                   for patch in part_patches]
         subjects = {subject(p) for p in patches}
         for name in spec.only + spec.leave_out:
             if name not in subjects:
@@ -182,6 +207,12 @@ def variant_patches(variant, base, contiguity=False):
                                f"no {extra}")
         patches.append(ROOT / extra)
     return patches
+
+
+def applies(kernel, patch_subject):
+    """Whether a built kernel carries the series' patch of that subject."""
+    return any(subject(p) == patch_subject
+               for p in variant_patches(kernel.variant, kernel.base))
 
 
 def bases_with(variant, contiguity=False):

@@ -19,16 +19,19 @@ from zdinit import (bases, bench, build, cache, clear, cross, deps,
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
-# hotplug-base: stock plus the hotplug timing patch alone, for kmem and
-# virtio-mem; hotplug-contig: that plus the contiguity walk patch;
-# hotplug-counter: that plus the alternative to it, the contiguity count.
-HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig", "hotplug-counter")
-# Stock, and stock with onlining patches: no strategy knob, they run with
-# the kernel's own code alone.
-KERNELS_WITHOUT_STRATEGIES = ("base",) + HOTPLUG_KERNELS
-# patched-memcpy: the series without patch 7 (the template copy from
-# registers), to measure that patch alone.
-BENCH_KERNELS = KERNELS + ("patched-memcpy",) + HOTPLUG_KERNELS
+# hotplug-base: stock plus the hotplug timing patch and, on 7.3, the
+# contiguity count, for kmem and virtio-mem; hotplug-contig (6.12): that
+# plus the contiguity walk patch.
+HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig")
+# Stock, upstream's 7.4 method and stock with onlining patches: no
+# strategy knob, they run with the kernel's own code alone.
+KERNELS_WITHOUT_STRATEGIES = ("base", "upstream") + HOTPLUG_KERNELS
+# The bench's default, of the kernels the base has: stock, upstream's
+# 7.4 method (7.3 only) and the series.
+BENCH_DEFAULT = ("base", "upstream", "patched")
+# patched-memcpy (6.12): the series without the template copy from
+# registers, to measure that patch alone.
+BENCH_KERNELS = BENCH_DEFAULT + ("patched-memcpy",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: upstream 7.4's method (template and streaming
@@ -238,11 +241,24 @@ def check_align(aligns, specs):
                      f"{', '.join(aligned)} only, not {', '.join(others)}")
 
 
+def kernel_list(names):
+    """names for --help, each with the bases it is for where not every."""
+    return ", ".join(
+        name + (f" ({', '.join(build.VARIANTS[name].only_on)} only)"
+                if build.VARIANTS[name].only_on else "") for name in names)
+
+
 def validate_bench(args):
     """What argparse cannot check alone; returns the scenarios' RunSpecs."""
-    if args.verify and {"base", "hotplug-base"} & set(args.kernels):
-        raise UsageError("--verify needs the patched kernel only: stock "
-                         "has no memmap self-check (use --kernels patched)")
+    if args.kernels is None:
+        args.kernels = [k for k in BENCH_DEFAULT
+                        if args.base.name in build.bases_with(k)]
+    unchecked = [k for k in args.kernels if k in KERNELS_WITHOUT_STRATEGIES]
+    if args.verify and unchecked:
+        raise UsageError(f"--verify needs the patched kernel only: "
+                         f"{', '.join(unchecked)} ha"
+                         f"{'ve' if len(unchecked) > 1 else 's'} no memmap "
+                         "self-check (give --kernels patched)")
     check_rounds(args.rounds)
     check_strategies(args.strategies, args.kernels)
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
@@ -252,7 +268,9 @@ def validate_bench(args):
                  + [s.scenario.name for s in specs if not s.scenario.zones])
         if other:
             raise UsageError("--contiguity checks the hotplug kernels in "
-                             "kmem and virtio-mem, not " + ", ".join(other))
+                             "kmem and virtio-mem, not " + ", ".join(other)
+                             + " (give --kernels hotplug-base --scenarios "
+                             "kmem,virtio-mem)")
     hotplug_only = [k for k in args.kernels if k in HOTPLUG_KERNELS]
     if hotplug_only:
         other = [s.scenario.name for s in specs if not s.scenario.hotplug]
@@ -491,7 +509,7 @@ def parser():
     b = sub.add_parser("build", help="build kernel variants")
     b.add_argument("variants", nargs="*", default=list(KERNELS),
                    type=functools.partial(one_of, "kernel", VARIANTS),
-                   help="any of: " + ", ".join(VARIANTS)
+                   help="any of: " + kernel_list(VARIANTS)
                    + " (default: base patched)")
     add_base_option(b)
     b.set_defaults(func=cmd_build)
@@ -511,7 +529,7 @@ def parser():
     c.add_argument("--series",
                    type=comma_list("series", tuple(series.SERIES)),
                    help="comma list of: " + ", ".join(series.SERIES)
-                   + " (zone-device-stack: 7.3 only; default: every "
+                   + " (default: every "
                    "series of the base)")
     add_base_option(c)
     c.set_defaults(func=cmd_check_series)
@@ -522,10 +540,10 @@ def parser():
                        epilog="scenarios:\n" + "\n".join(
                            f"  {name:12} {sc.what}"
                            for name, sc in scenarios.SCENARIOS.items()))
-    r.add_argument("--kernels", default="base,patched",
-                   type=comma_list("kernel", BENCH_KERNELS),
-                   help="comma list of: " + ", ".join(BENCH_KERNELS)
-                   + " (default: base,patched)")
+    r.add_argument("--kernels", type=comma_list("kernel", BENCH_KERNELS),
+                   help="comma list of: " + kernel_list(BENCH_KERNELS)
+                   + " (default: those of " + ", ".join(BENCH_DEFAULT)
+                   + " the base has)")
     r.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_BENCH),
                    type=comma_list("scenario", tuple(scenarios.SCENARIOS)),
                    help="comma list of: " + ", ".join(scenarios.SCENARIOS)

@@ -67,9 +67,9 @@ TARGETS = {t.arch.name: t for t in (
 DEFAULT_TARGETS = ("arm64", "i386")
 
 
-def boot_kunit(boot, tree, image, log_path, timeout_s=900):
+def boot_kunit(boot, tree, image, suites, log_path, timeout_s=900):
     """Boot image; the kernel runs KUnit, then ends the run.  Returns
-    kunit.py's summary line."""
+    kunit.py's summary line of suites."""
     deps.require_tool(boot.qemu, boot.package)
     cmd = [boot.qemu, *boot.machine, "-smp", "2", "-m", "4096",
            "-nographic", "-no-reboot", "-monitor", "none", "-net", "none",
@@ -83,7 +83,7 @@ def boot_kunit(boot, tree, image, log_path, timeout_s=900):
         except subprocess.TimeoutExpired:
             raise ZdinitError(f"KUnit boot under {boot.qemu} timed out after "
                               f"{timeout_s}s; console log {log_path}") from None
-    return kunit.verdict(tree, log_path)
+    return kunit.verdict(tree, log_path, suites)
 
 
 # "+++ b/<path>", maybe followed by a tab and a timestamp.
@@ -142,8 +142,8 @@ def check(tree, patches, base, targets):
                                  ) / target.arch.image
         progress.say(f"booting the {target.arch.name} kernel: KUnit")
         summary = boot_kunit(
-            target.boot, tree, image,
+            target.boot, tree, image, base.kunit_suites,
             cache.build_dir(name) / "kunit-console.log")
         lines.append(f"{target.arch.name}: built {image.name}; "
-                     f"{kunit.label()}: {summary}")
+                     f"{kunit.label(base.kunit_suites)}: {summary}")
     return lines

@@ -88,12 +88,12 @@ def _rebind_check(spec, run, label, target, variation, share, verify):
 
 
 def _onlining_check(spec, run, label, target, variation, share, verify):
-    name = target.kernel.variant
+    kernel = target.kernel
     hotplug.check_run(dataclasses.replace(spec, n=share), run, label,
-                      hotplug.times_onlining(name),
+                      hotplug.times_onlining(kernel),
                       strategies=len(target.hotplug_strategies),
                       verify=verify,
-                      contiguity=(hotplug.keeps_contiguity_exact(name)
+                      contiguity=(hotplug.keeps_contiguity_exact(kernel)
                                   if target.contiguity else None))
 
 

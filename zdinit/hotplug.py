@@ -2,7 +2,7 @@
 
 A hotplug step changes the state of every memory block the guest added
 (guest/hotplug.sh).  Its samples are the guest's wall time of the whole
-operation and, on a kernel with patch 0011, the sums over those blocks of
+operation and, on a kernel with the series' onlining timing, the sums over those blocks of
 what move_pfn_range_to_zone() and online_pages() report, in ms.
 """
 import collections
@@ -15,24 +15,21 @@ PAGE = 4096
 ONLINE_PHASES = ("first", "online")
 
 
-def times_onlining(variant):
-    """Whether the kernel variant carries patch 0011's timing lines and the
-    guest is to switch them on.  ZDINIT_HOTPLUG_TIMING=0 leaves them off,
-    to measure what printing them costs the wall times."""
+def times_onlining(kernel):
+    """Whether the built kernel carries the series' onlining timing lines
+    and the guest is to switch them on.  ZDINIT_HOTPLUG_TIMING=0 leaves
+    them off, to measure what printing them costs the wall times."""
     if os.environ.get("ZDINIT_HOTPLUG_TIMING") == "0":
         return False
-    spec = build.VARIANTS.get(variant)
-    return spec is not None and spec.series == "zone-device" and \
-        spec.selects(build.TIMING)
+    return build.applies(kernel, build.TIMING)
 
 
-def keeps_contiguity_exact(variant):
-    """Whether the kernel variant's zone->contiguous must equal the walk's
-    answer after every step.  Elsewhere it may be clear where the walk
-    finds no hole: unpatched onlining walks before the range is online,
-    so it leaves the flag clear after every online."""
-    spec = build.VARIANTS.get(variant)
-    return spec is not None and build.COUNTER in spec.extra
+def keeps_contiguity_exact(kernel):
+    """Whether the built kernel's zone->contiguous must equal the walk's
+    answer after every step: where it counts the pages.  Elsewhere it may
+    be clear where the walk finds no hole: unpatched onlining walks before
+    the range is online, so it leaves the flag clear after every online."""
+    return build.applies(kernel, build.CONTIGUITY_COUNT)
 
 
 def contiguity_problem(run, exact):

@@ -6,10 +6,6 @@ import sys
 
 from zdinit.errors import ZdinitError
 
-# The series' suites: the ZONE_DEVICE memmap and onlining's zone
-# contiguity.
-SUITES = ("zone_device_memmap", "memory_hotplug_contiguity")
-
 # kunit.py prints "[HH:MM:SS] Testing complete. Ran 16 tests: passed: 16"
 # and names only the counts that are not zero.
 _SUMMARY = re.compile(r"Testing complete\. Ran (\d+) tests: (.*)$")
@@ -31,11 +27,11 @@ def summary_counts(output):
     return counts
 
 
-def label():
-    return "KUnit " + ", ".join(SUITES)
+def label(suites):
+    return "KUnit " + ", ".join(suites)
 
 
-def judge(output, suites=SUITES):
+def judge(output, suites):
     """One line "N tests: P passed, 0 failed, ..." for a clean run of
     suites; None when a test failed, crashed or errored, none passed, or
     a suite is not in the output."""
@@ -48,7 +44,7 @@ def judge(output, suites=SUITES):
             f"0 crashed, {counts['skipped']} skipped")
 
 
-def verdict(tree, console_log, suites=SUITES):
+def verdict(tree, console_log, suites):
     """judge() of kunit.py parse over console_log; raise with kunit.py's
     output when the run is not clean."""
     tool = pathlib.Path(tree) / "tools/testing/kunit/kunit.py"

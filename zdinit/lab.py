@@ -186,10 +186,10 @@ def stream_crossover(size_runs):
 # ---- the store rule (zdinit/store_rule.py) against what was measured -----
 
 # The lab strategies that stand for the rule's two choices: the kernel
-# streams with memfill_nt(), MOVNTI, and since patch 7 copies cached from
-# registers.  A run from before template-regs existed stands in with the
-# nearest cached copy it measured, in this order: the unrolled copy the
-# kernel had before patch 7, the same as a loop over the words, memcpy().
+# streams with MOVNTI and copies cached from registers.  A run from before
+# template-regs existed stands in with the nearest cached copy it
+# measured, in this order: the unrolled copy the kernel had before the
+# copy from registers, the same as a loop over the words, memcpy().
 KERNEL_STREAM = "movnti"
 KERNEL_CACHED = ("template-regs", "template-reload", "template-u64",
                  "template-memcpy")

@@ -13,10 +13,10 @@ MEMMAP_LINE = re.compile(
     r"(?P<value>\d+)(?P<unit>ms|us)"
     r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written"
     r"(?:, (?P<threads>\d+) threads?)?)?")
-# Memory onlining (patch 0011): move_pfn_range_to_zone() times the memmap
-# and the zone contiguity scan (which patch 0012 takes out of it, and with
-# it the field); online_pages() its total and six consecutive parts that
-# add up to it.
+# Memory onlining (the series' onlining timing): move_pfn_range_to_zone()
+# times the memmap and, where it still walks (6.12 without its walk-skip
+# patch), the zone contiguity scan; online_pages() its total and six
+# consecutive parts that add up to it.
 MOVE_LINE = re.compile(
     r"move_pfn_range_to_zone (?P<pages>\d+) pages to (?P<zone>\w+): "
     r"memmap_init_range (?P<memmap>-?\d+)us"

@@ -15,7 +15,7 @@ comparing kernels says when placement alone may explain a difference.
 import pathlib
 
 PAGE = 4096
-# Functions whose own time the scenarios report (patch 2 and patch 11).
+# Functions whose own time the scenarios report (the series' timing lines).
 TIMED = ("memmap_init_range", "memmap_init_zone_device",
          "set_zone_contiguous")
 

@@ -104,7 +104,8 @@ def ratio_text(vs):
 HOTPLUG_TABLE_METRICS = ("memmap_init_range", "set_zone_contiguous",
                          "online_pages", "online wall", "offline wall",
                          "add wall")
-# online_pages()'s parts (patch 0011), in the order the kernel runs them.
+# online_pages()'s parts (the series' onlining timing), in the order the
+# kernel runs them.
 ONLINE_PARTS = ("move_pfn_range_to_zone", "going_online",
                 "online_pages_range", "undo_isolate_page_range",
                 "zone_tuning", "mem_online")

@@ -62,7 +62,9 @@ def run_kunit(target, accel, logs):
               ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900, log_path=log,
               label="selftest kunit",
               cmdline=("kunit.enable=1", "loglevel=7"))
-    return [f"{kunit.label()}: {kunit.verdict(target.kernel.tree, log)}"]
+    suites = target.kernel.base.kunit_suites
+    return [f"{kunit.label(suites)}: "
+            f"{kunit.verdict(target.kernel.tree, log, suites)}"]
 
 
 def run_module_matrix(target, accel, logs):

@@ -38,7 +38,6 @@ class Series:
 # Each applies to the pristine tree on its own.
 SERIES = {
     "zone-device": Series("patched", cross_build=True),
-    "zone-device-stack": Series("stacked", cross_build=False),
     "clear": Series("clear", cross_build=False),
 }
 
@@ -101,7 +100,7 @@ def prerequisite_lines(base_name, stack, part_name):
     root:
 
         python3 -c 'from zdinit import series
-        print(series.prerequisite_lines("7.3", "zone-device-stack",
+        print(series.prerequisite_lines("7.3", "zone-device",
                                        "parallel"),
               end="")'
     """

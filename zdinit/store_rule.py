@@ -12,8 +12,9 @@ of the range's node and the thread cap:
   - strategy: a range with vmemmap tail reuse (fewer struct pages
     written than pfns: device-dax map=mem with 2 MiB or 1 GiB compound
     pages, whose tails share vmemmap pages) keeps cached copies of the
-    template (patch 7's copy from registers) whatever its size.  Any
-    other range streams (memfill_nt(), MOVNTI) where the architecture
+    template (the copy from registers) whatever its size.  Any other
+    range streams (MOVNTI: memcpy_nontemporal() on 7.3, memfill_nt() on
+    6.12) where the architecture
     can, x86-64, once the bytes written reach min(LLC, 32 MiB), whether
     the memmap is in device memory (altmap) or in RAM; below that,
     cached copies.  An LLC that cannot be read counts as 32 MiB.
@@ -22,10 +23,10 @@ of the range's node and the thread cap:
     defaults to 16.
 
 In the kernel, zone_device_memmap_streams() and
-zone_device_memmap_choose() (strategy, patch 6 of patches/linux-7.3 and
-patches/linux-6.12, whose test for tail reuse is `written < nr_pages`)
-and zone_device_memmap_threads() (threads, patches 8 and 9) implement
-it.  The page_ref_set tracepoint still forces the
+zone_device_memmap_choose() (strategy: 7.3's store-policy series, 6.12's
+patch 6; the test for tail reuse is `written < nr_pages`) and
+zone_device_memmap_threads() (threads: the parallel series, 6.12's
+patches 8 and 9) implement it.  The page_ref_set tracepoint still forces the
 slow path there; that is a debugging switch, not part of this rule.
 
 Why, from the native runs (zdlab, the kernel's stores replayed; ms are
@@ -78,9 +79,9 @@ medians, "cold" a flushed destination as a rebind writes):
     crossovers measured lie; guessing larger would keep cached copies
     where every CPU measured streams faster, guessing smaller would
     stream where Zen 4's cached copy is up to 4.3x faster.
-  - One thread per 16 MiB: unchanged from patch 8 (a helper's start
-    costs a work item and a wake-up; 16 MiB is about 2 ms of MOVNTI on
-    one Xeon thread, mm3-small.json).
+  - One thread per 16 MiB: unchanged from the first parallel build (a
+    helper's start costs a work item and a wake-up; 16 MiB is about 2 ms
+    of MOVNTI on one Xeon thread, mm3-small.json).
   - The cap of 16 instead of 8: on the Xeon's 16 CPUs MOVNTI over a
     cold 1.6 GB memmap took 22.61 ms on 8 threads and 12.01 ms on 16,
     1.88x (rewrite: 24.30 and 12.93 ms, 1.88x; 12 threads: 16.28 ms),
@@ -111,9 +112,10 @@ CACHED = "cached"
 # the LLC assumed when it cannot be read, and the most the streaming
 # threshold ever is (the docstring gives the runs behind both).
 SMALLEST_LLC_MEASURED = 32 * MiB
-# Struct page bytes per thread (ZONE_DEVICE_MEMMAP_THREAD_MIN, patch 8).
+# Struct page bytes per thread (ZONE_DEVICE_MEMMAP_THREAD_MIN, the
+# parallel series).
 BYTES_PER_THREAD = 16 * MiB
-# vm.zone_device_memmap_max_threads' default (patch 9).
+# vm.zone_device_memmap_max_threads' default (the parallel series).
 DEFAULT_MAX_THREADS = 16
 
 
