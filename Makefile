@@ -38,7 +38,8 @@ test:
 # test, the clear checks (zero read-back, broken kernel, selftests against
 # stock's record under preempt=none and full); on 7.3 the selftests
 # against stock 7.3's record, the series compiled for i386, the
-# contiguity check on the hotplug kernels and one clear run of stock
+# contiguity check on hotplug-base, the kernel upstream in every bench
+# scenario and one clear run of stock
 # 6.12, stock 7.3 and the series on 7.3 with perf bench mem mmap; the
 # tracepoint-guard and KASAN/lockdep/kmemleak kernels, the zero read-back
 # on the clear series' KASAN/lockdep kernel and, for 2M THP, on its KMSAN
