@@ -90,13 +90,20 @@ def test_check_series_builds_the_whole_series_where_asked():
 @pytest.mark.parametrize("name", [name for name, target in
                                   cross.TARGETS.items() if target.boot])
 def test_every_booted_target_builds_the_kunit_suites(name):
+    """The options of the base's suites, and no other suite's: an option
+    the base's series does not define fails the configuration check."""
+    contiguity = "CONFIG_MEMORY_HOTPLUG_KUNIT_TEST"
     for base in bases.BASES.values():
         wanted = kconfig.requested(kconfig.fragment_paths(
             cross.TARGETS[name].fragments, base))
         for option in ("CONFIG_KUNIT", "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST",
-                       "CONFIG_MEMORY_HOTPLUG_KUNIT_TEST",
                        "CONFIG_DEVICE_PRIVATE"):
             assert wanted[option] == "y", (name, base.name, option)
+        has_suite = "memory_hotplug_contiguity" in base.kunit_suites
+        assert (wanted.get(contiguity) == "y") == has_suite, \
+            (name, base.name)
+        series = kconfig.requested(kconfig.fragment_paths(("series",), base))
+        assert (series.get(contiguity) == "y") == has_suite, base.name
 
 
 def test_patched_memcpy_leaves_out_patch_7_and_the_onlining_templates():
