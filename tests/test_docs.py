@@ -467,7 +467,7 @@ def test_an_arithmetic_mark_is_redone():
 def test_a_number_beside_a_table_is_checked_against_its_run():
     page = ROOT / "README.md"
     blocks = docnumbers.blocks(page)
-    beside = [b for b in blocks if "bench-100g-7.3-rule" in b.runs
+    beside = [b for b in blocks if "bench-100g-7.3-stack" in b.runs
               and "docs/results/" not in b.text]
     assert beside, "no block sits beside the bench table"
     typed, = docnumbers.quantities("took 123.45 ms")
