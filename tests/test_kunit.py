@@ -26,13 +26,17 @@ def test_skips_are_counted_not_failed():
 def test_failures_crashes_and_errors_fail():
     for tail in ("passed: 15, failed: 1", "passed: 15, crashed: 1",
                  "passed: 16, errors: 1"):
-        assert kunit.judge(CLEAN.replace("passed: 16", tail), SUITES) is None, tail
+        out = CLEAN.replace("passed: 16", tail)
+        assert kunit.judge(out, SUITES) is None, tail
 
 
 def test_nothing_passed_missing_summary_or_suite_fail():
-    assert kunit.judge(CLEAN.replace("passed: 16", "skipped: 16"), SUITES) is None
-    assert kunit.judge(CLEAN.replace("Testing complete", "Testing"), SUITES) is None
-    assert kunit.judge(CLEAN.replace("zone_device_memmap", "other"), SUITES) is None
+    assert kunit.judge(CLEAN.replace("passed: 16", "skipped: 16"),
+                       SUITES) is None
+    assert kunit.judge(CLEAN.replace("Testing complete", "Testing"),
+                       SUITES) is None
+    assert kunit.judge(CLEAN.replace("zone_device_memmap", "other"),
+                       SUITES) is None
     assert kunit.judge(CLEAN.replace("memory_hotplug_contiguity",
                                      "other"), SUITES) is None
 

@@ -255,10 +255,9 @@ def validate_bench(args):
                         if args.base.name in build.bases_with(k)]
     unchecked = [k for k in args.kernels if k in KERNELS_WITHOUT_STRATEGIES]
     if args.verify and unchecked:
-        raise UsageError(f"--verify needs the patched kernel only: "
-                         f"{', '.join(unchecked)} ha"
-                         f"{'ve' if len(unchecked) > 1 else 's'} no memmap "
-                         "self-check (give --kernels patched)")
+        raise UsageError("--verify needs the patched kernel only: no "
+                         f"memmap self-check in {', '.join(unchecked)} "
+                         "(give --kernels patched)")
     check_rounds(args.rounds)
     check_strategies(args.strategies, args.kernels)
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)

@@ -2,8 +2,9 @@
 
 A hotplug step changes the state of every memory block the guest added
 (guest/hotplug.sh).  Its samples are the guest's wall time of the whole
-operation and, on a kernel with the series' onlining timing, the sums over those blocks of
-what move_pfn_range_to_zone() and online_pages() report, in ms.
+operation and, on a kernel with the series' onlining timing, the sums
+over those blocks of what move_pfn_range_to_zone() and online_pages()
+report, in ms.
 """
 import collections
 import os
