@@ -78,7 +78,7 @@ PERF_FUNCTIONS = ("demand", "populate")
 # Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
 SELFTEST_GUEST_SIZE = "1G"
 # Stock's selftest outcomes (clear-base) per base and preemption model, written
-# by 'clear-check --selftests --record-stock': make test compares the
+# by 'clear-check --selftests --record-stock': make test-full compares the
 # series with this record instead of building and booting stock as well.
 STOCK_SELFTESTS = pathlib.Path(__file__).resolve().parent / "stock-selftests.json"
 

@@ -629,8 +629,8 @@ def parser():
                     "vs the series on the base (about 3 minutes a boot under TCG)")
     cc.add_argument("--record-stock", action="store_true",
                     help="with --selftests: write stock's outcomes to "
-                    "zdinit/stock-selftests.json, which make test compares "
-                    "the series with")
+                    "zdinit/stock-selftests.json, which make test-full "
+                    "compares the series with")
     add_base_option(cc)
     cc.set_defaults(func=cmd_clear_check)
 
@@ -647,9 +647,12 @@ def parser():
                         "under the cache lock throughout")
     which = ts.add_mutually_exclusive_group()
     which.add_argument("--full", action="store_true", help="also the heavier "
-                       "checks (make test-full): 6.12's prefix builds and "
-                       "memmap self-test, the i386 compile, debug and KMSAN "
-                       "kernels, stock's selftest record")
+                       "checks (make test-full): each prefix of 7.3's "
+                       "ZONE_DEVICE series, its arm64 KUnit boot, 6.12's "
+                       "KUnit kernel, prefix builds and memmap self-test, the "
+                       "i386 compile, upstream in every bench scenario, the "
+                       "contiguity check, debug and KMSAN kernels, stock's "
+                       "selftest record (docs/testing.md)")
     which.add_argument("--unit", action="store_true", help="unit and lab "
                        "tests only (make test-unit): no kernel, no cache")
     ts.set_defaults(func=cmd_test)
