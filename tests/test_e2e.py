@@ -97,7 +97,7 @@ def test_the_backports_kunit_suites_pass_on_x86_64():
 # three cold kernel builds more than make test's time budget holds.  So
 # make test applies and checkpatches each of its patches and builds the
 # whole series (x86-64, for the bench and the checks); make test-full
-# builds each prefix, and the whole series for arm64.
+# builds each prefix, then the whole series for arm64 and i386.
 PREFIXES_IN_FULL_ONLY = {(HOME, "zone-device")}
 
 
@@ -123,24 +123,13 @@ def test_every_patch_applies_passes_checkpatch_and_builds(base, targets):
 
 
 @pytest.mark.full
-def test_the_series_runs_its_kunit_suite_on_arm64():
-    """The default base's ZONE_DEVICE series built for arm64 and booted,
-    KUnit running; DEVICE_PRIVATE ranges included."""
-    out = check_series("zone-device", bases.BASES[HOME], build_each=False,
-                       targets=("arm64",))
-    assert f"arm64: built Image; {KUNIT_NO_STREAM[HOME]}" in out, out
-
-
-@pytest.mark.full
 @pytest.mark.parametrize("base,name", sorted(PREFIXES_IN_FULL_ONLY))
 def test_every_prefix_builds_where_make_test_does_not(base, name):
-    check_series(name, bases.BASES[base], targets=("none",))
-
-
-@pytest.mark.full
-def test_the_series_compiles_for_i386():
-    out = check_series("zone-device", bases.BASES[HOME], build_each=False,
-                       targets=("i386",))
+    """Each prefix built, then, in the same tree, the whole ZONE_DEVICE
+    series built for arm64 and booted, KUnit running (DEVICE_PRIVATE ranges
+    included), and compiled for i386."""
+    out = check_series(name, bases.BASES[base], targets=("arm64", "i386"))
+    assert f"arm64: built Image; {KUNIT_NO_STREAM[base]}" in out, out
     assert I386_COMPILED in out, out
 
 
