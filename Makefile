@@ -23,18 +23,18 @@ bench:
 
 # Unit tests, the lab's byte-equality and sanitizer tests, then the
 # end-to-end tests.  The default base (7.3): every patch of its
-# ZONE_DEVICE and clear series applied and checkpatch'd, each prefix of
-# the clear series built, the ZONE_DEVICE series built whole (its
-# prefixes and arm64 in test-full), every scenario booted small on stock
-# and the series, the memmap equality test with KUnit, the safety
-# checks, the clear series' zero read-back and the check failing on a
-# deliberately broken clear.  The 6.12 backport: both series applied and
-# checkpatch'd.
+# ZONE_DEVICE and clear series applied and checkpatch'd, the ZONE_DEVICE
+# series built whole (its prefixes, arm64 and the clear series in
+# test-full), every scenario booted small on stock and the series, the
+# memmap equality test with KUnit, the safety checks.  The 6.12
+# backport: both series applied and checkpatch'd.
 test:
 	$(ZDINIT) test
 
 # Everything in 'test' plus each prefix of 7.3's ZONE_DEVICE series
-# built, the whole series for arm64 booting its KUnit suite, and, on
+# built, the whole series for arm64 booting its KUnit suite, each prefix
+# of 7.3's clear series built, its zero read-back and the check failing
+# on a deliberately broken clear, and, on
 # 6.12, the KUnit suites in a small x86-64 kernel, each prefix of both
 # series built (the ZONE_DEVICE series for arm64 and i386 too), the memmap equality
 # test, the clear checks (zero read-back, broken kernel, selftests against

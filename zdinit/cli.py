@@ -648,7 +648,8 @@ def parser():
     which = ts.add_mutually_exclusive_group()
     which.add_argument("--full", action="store_true", help="also the heavier "
                        "checks (make test-full): each prefix of 7.3's "
-                       "ZONE_DEVICE series, its arm64 KUnit boot, 6.12's "
+                       "ZONE_DEVICE series, its arm64 KUnit boot, 7.3's "
+                       "clear kernels and zero read-back, 6.12's "
                        "KUnit kernel, prefix builds and memmap self-test, the "
                        "i386 compile, upstream in every bench scenario, the "
                        "contiguity check, debug and KMSAN kernels, stock's "
