@@ -79,6 +79,11 @@ VARIANTS = {
         "mm-build-the-memmap-of-onlined-memory-from-templates",
         "mm-check-the-memmap-of-onlined-memory-in-debugfs-NOT"),
         only_on=("6.12",)),
+    # The series with its fan-out handed to padata_do_multithreaded(),
+    # made callable after boot, instead of its own work items: to measure
+    # the two against each other.  Not for merging.
+    "patched-padata": Variant(("zdinit", "series"), "zone-device", extra=(
+        "patches/linux-{base}-padata-fan-out.patch",), only_on=("7.3",)),
     # Onlining as stock does it, timed: the series' hotplug timing patch
     # and, where the series has it, the contiguity count (7.3: upstream's
     # 7.4 method, the base the onlining templates build on).

@@ -30,8 +30,10 @@ KERNELS_WITHOUT_STRATEGIES = ("base", "upstream") + HOTPLUG_KERNELS
 # 7.4 method (7.3 only) and the series.
 BENCH_DEFAULT = ("base", "upstream", "patched")
 # patched-memcpy (6.12): the series without the template copy from
-# registers, to measure that patch alone.
-BENCH_KERNELS = BENCH_DEFAULT + ("patched-memcpy",) + HOTPLUG_KERNELS
+# registers, to measure that patch alone; patched-padata (7.3): the
+# series fanning out through padata instead of its own work items.
+BENCH_KERNELS = (BENCH_DEFAULT + ("patched-memcpy", "patched-padata")
+                 + HOTPLUG_KERNELS)
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: upstream 7.4's method (template and streaming
