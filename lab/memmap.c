@@ -408,7 +408,7 @@ void memmap_write(enum strategy s, const struct images *img,
 	/*
 	 * Order the streaming stores once per call, as the kernel's
 	 * memmap_init_zone_device() issues one wmb() per thread after its
-	 * last chunk: memfill_nt() does not fence per compound page, and a
+	 * last chunk: memcpy_nontemporal() does not fence per compound page, and a
 	 * fence after each would cost the lab what the kernel does not pay
 	 * (with vmemmap tail reuse, one per 8 KiB written).
 	 */

@@ -48,10 +48,10 @@ def make_deb(tmp_path, base_name, hello, release="1"):
 
 def fake_base(deb, sha256):
     """A base whose .deb is already in the cache (nothing is fetched), its
-    zone-device series one directory, patches/linux-9.9/."""
+    zone-device series one directory, patches/linux-9.9-zone-device/."""
     base = bases.Base("9.9", "linux-source-9.9", "1", sha256, "nowhere",
                       ("full",), ("full",), stacks={"zone-device": (
-                          bases.Part("zone-device", directory="linux-9.9"),)},
+                          bases.Part("zone-device"),)},
                       archive="http://127.0.0.1:9/debian")
     debs = cache.require_lock() / "debs"
     debs.mkdir(exist_ok=True)
@@ -205,8 +205,9 @@ def test_a_tree_being_replaced_is_unstamped_first(base, tmp_path,
 
 
 def fake_series(tmp_path, monkeypatch, patches):
-    """patches/linux-9.9/ in tmp_path listing patches, checkpatch clean."""
-    directory = tmp_path / "patches" / "linux-9.9"
+    """patches/linux-9.9-zone-device/ in tmp_path listing patches,
+    checkpatch clean."""
+    directory = tmp_path / "patches" / "linux-9.9-zone-device"
     directory.mkdir(parents=True)
     for patch in patches:
         shutil.copy(patch, directory)

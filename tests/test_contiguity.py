@@ -1,4 +1,4 @@
-"""The zone contiguity check: the count in 7.3's onlining kernels, the
+"""The zone contiguity check: the count in the onlining kernels, the
 check patch added to the hotplug kernels, and the guest's reports failing
 a run."""
 import types
@@ -31,17 +31,17 @@ def console(*lines):
         "@@zdinit end rc=0"])
 
 
-def test_7_3_onlining_kernels_count_and_6_12s_do_not():
-    """On 7.3 stock onlining is timed on top of the count, upstream's 7.4
-    method; 6.12's series has no count."""
+def test_the_onlining_kernels_count_on_every_base():
+    """Stock onlining is timed on top of the count, upstream's 7.4
+    method, on 7.3 and on the backport."""
     assert build.variant_patches("hotplug-base", BASE)[0] == COUNT
-    for variant in ("hotplug-base", "patched", "upstream"):
-        assert COUNT in build.variant_patches(variant, BASE), variant
-        assert hotplug.keeps_contiguity_exact(kernel(variant)), variant
-    assert not hotplug.keeps_contiguity_exact(kernel("base"))
-    old = bases.BASES["6.12"]
-    for variant in ("hotplug-base", "hotplug-contig", "patched"):
-        assert not hotplug.keeps_contiguity_exact(kernel(variant, old))
+    for base in bases.BASES.values():
+        for variant in ("hotplug-base", "patched", "upstream"):
+            count = build.variant_patches(variant, base)
+            assert any(p.name == COUNT.name for p in count), variant
+            assert hotplug.keeps_contiguity_exact(kernel(variant, base)), \
+                (variant, base.name)
+        assert not hotplug.keeps_contiguity_exact(kernel("base", base))
 
 
 def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():

@@ -1,12 +1,11 @@
-"""The hotplug family: patch 0011's lines, the checks and the tables."""
+"""The hotplug family: the timing patch's lines, the checks and the tables."""
 import re
 import types
 
 import pytest
 
-from conftest import ROOT
-from zdinit import (bases, bench, families, hotplug, parse, report, runner,
-                    scenarios)
+from zdinit import (bases, bench, build, families, hotplug, parse, report,
+                    runner, scenarios)
 from zdinit.errors import ZdinitError
 
 BASE = bases.BASES[bases.DEFAULT]
@@ -15,9 +14,11 @@ BLOCK_PAGES = 32768              # 128 MiB memory blocks
 VMEMMAP_PAGES = 512              # a block's own memmap with memmap_on_memory
 
 
-def patch_formats():
-    """The pr_debug() format strings patch 0011 adds, from the patch."""
-    patch = next((ROOT / "patches/linux-6.12").glob("*-mm-memory_hotplug-time-*"))
+def patch_formats(base=BASE):
+    """The pr_debug() format strings the series' onlining timing patch
+    adds on base, from the patch."""
+    patch, = [p for p in build.stack_patches(base, "zone-device")
+              if build.subject(p) == build.TIMING]
     return re.findall(r'^\+\s*pr_debug\("(.*)\\n",', patch.read_text(), re.M)
 
 
@@ -27,11 +28,19 @@ def kernel_printf(fmt, *args):
     return re.sub(r"%(?:s|lu|lld)", lambda m: str(next(values)), fmt)
 
 
-def test_patch_formats_parse():
-    move_fmt, online_fmt = patch_formats()
+@pytest.mark.parametrize("base", bases.BASES.values(), ids=bases.BASES)
+def test_patch_formats_parse(base):
+    """On the count, move_pfn_range_to_zone() walks no zone and its line
+    has no set_zone_contiguous field: the memmap part parses and no such
+    metric is made up for it."""
+    move_fmt, online_fmt = patch_formats(base)
     move = parse.parse_move("[   3.1] " + kernel_printf(
-        move_fmt, "move_pfn_range_to_zone", 32768, "Movable", 1234, 56))
-    assert move == parse.MoveTiming(32768, "Movable", 1234, 56)
+        move_fmt, "move_pfn_range_to_zone", 32768, "Movable", 1234))
+    assert move == parse.MoveTiming(32768, "Movable", 1234, None)
+    step = parse.Step({"phase": "online"}, [], [], [], moves=[move])
+    metrics = hotplug.step_metrics(step)
+    assert metrics["memmap_init_range"] == 1.234
+    assert "set_zone_contiguous" not in metrics
     online = parse.parse_online(kernel_printf(
         online_fmt, "online_pages", 32768, 2000, 1300, 4, 500, 90, 100, 6))
     assert online.pages == 32768 and online.total_us == 2000
@@ -39,20 +48,13 @@ def test_patch_formats_parse():
     assert list(online.parts) == list(parse.ONLINE_PARTS)
 
 
-def test_contiguity_patch_format_parses_without_the_scan():
-    """Patch 0012 takes the zone walk out of move_pfn_range_to_zone() and
-    its field out of the line: the memmap part still parses, and no
-    set_zone_contiguous metric is made up for it."""
-    patch = next((ROOT / "patches/linux-6.12").glob(
-        "*-mm-memory_hotplug-skip-zone-contiguity-walks*"))
-    (fmt,) = re.findall(r'^\+\s*pr_debug\("(.*)\\n",', patch.read_text(), re.M)
-    move = parse.parse_move(kernel_printf(fmt, "move_pfn_range_to_zone",
-                                          32768, "Normal", 1234))
-    assert move == parse.MoveTiming(32768, "Normal", 1234, None)
-    step = parse.Step({"phase": "online"}, [], [], [], moves=[move])
-    metrics = hotplug.step_metrics(step)
-    assert metrics["memmap_init_range"] == 1.234
-    assert "set_zone_contiguous" not in metrics
+def test_a_move_line_with_the_walk_parses_its_time():
+    """Consoles of kernels that still walked (the series before it counted
+    pages, as captured in tests/data) give set_zone_contiguous its time."""
+    move = parse.parse_move("[   3.1] move_pfn_range_to_zone 32768 pages "
+                            "to Movable: memmap_init_range 1234us, "
+                            "set_zone_contiguous 56us")
+    assert move == parse.MoveTiming(32768, "Movable", 1234, 56)
 
 
 def test_online_parts_are_the_reports():
@@ -344,13 +346,11 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
 
 
 def test_hotplug_base_is_stock_plus_the_timing_patch_and_the_count():
-    """6.12's onlining kernel is stock plus the series' timing patch; 7.3's
-    has the contiguity count under it, the patch it applies on."""
+    """On every base the onlining kernel is stock plus the contiguity
+    count and the series' timing patch, which applies on it."""
     from zdinit import build
-    old = bases.BASES["6.12"]
-    for base, wanted in ((old, ("memory_hotplug-time",)),
-                         (BASE, ("contiguity-from-a-coun",
-                                 "memory_hotplug-time"))):
+    wanted = ("contiguity-from-a-coun", "memory_hotplug-time")
+    for base in bases.BASES.values():
         patches = build.variant_patches("hotplug-base", base)
         # The series' own patch files, not copies.
         assert [p for p in patches if p not in build.stack_patches(
@@ -363,19 +363,9 @@ def test_hotplug_base_is_stock_plus_the_timing_patch_and_the_count():
         return hotplug.times_onlining(
             types.SimpleNamespace(variant=variant, base=base))
     assert times("hotplug-base") and times("patched")
-    assert times("hotplug-contig", old) and times("patched-memcpy", old)
+    assert times("hotplug-base", bases.BASES["6.12"])
     assert not times("base") and not times("upstream")
     assert not times("clear")
-
-
-def test_hotplug_contig_differs_from_hotplug_base_by_patch_12_alone():
-    from zdinit import bases, build
-    base = bases.BASES["6.12"]
-    stock = build.variant_patches("hotplug-base", base)
-    contig = build.variant_patches("hotplug-contig", base)
-    assert contig[:-1] == stock
-    assert "skip-zone-contiguity-walks" in contig[-1].name
-    assert contig[-1] in build.stack_patches(base, "zone-device")
 
 
 def test_strategies_online_each_zone_and_key_the_samples():

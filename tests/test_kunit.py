@@ -1,8 +1,8 @@
 """zdinit.kunit.judge over kunit.py parse output as 6.12's kunit.py prints it."""
-from zdinit import bases, kunit
+from zdinit import kunit
 
-# 6.12's suites: its series has two.
-SUITES = bases.BASES["6.12"].kunit_suites
+# Two suites: judge() must find every one of them.
+SUITES = ("zone_device_memmap", "memory_hotplug_contiguity")
 
 CLEAN = """[12:52:06] ============ zone_device_memmap (15 subtests) ============
 [12:52:06] ============== [PASSED] zone_device_memmap ==============

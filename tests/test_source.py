@@ -90,33 +90,13 @@ def test_check_series_builds_the_whole_series_where_asked():
 @pytest.mark.parametrize("name", [name for name, target in
                                   cross.TARGETS.items() if target.boot])
 def test_every_booted_target_builds_the_kunit_suites(name):
-    """The options of the base's suites, and no other suite's: an option
-    the base's series does not define fails the configuration check."""
-    contiguity = "CONFIG_MEMORY_HOTPLUG_KUNIT_TEST"
+    """The options of the series' suite on every base."""
     for base in bases.BASES.values():
         wanted = kconfig.requested(kconfig.fragment_paths(
             cross.TARGETS[name].fragments, base))
         for option in ("CONFIG_KUNIT", "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST",
                        "CONFIG_DEVICE_PRIVATE"):
             assert wanted[option] == "y", (name, base.name, option)
-        has_suite = "memory_hotplug_contiguity" in base.kunit_suites
-        assert (wanted.get(contiguity) == "y") == has_suite, \
-            (name, base.name)
-        series = kconfig.requested(kconfig.fragment_paths(("series",), base))
-        assert (series.get(contiguity) == "y") == has_suite, base.name
-
-
-def test_patched_memcpy_leaves_out_patch_7_and_the_onlining_templates():
-    series = [p.resolve() for p in build.stack_patches(BASE, "zone-device")]
-    memcpy = [p.resolve() for p in build.variant_patches("patched-memcpy",
-                                                         BASE)]
-    assert memcpy == series[:6] + series[7:12] + series[13:14]
-    assert "copy-the-ZONE_DEVICE-memmap-template" in series[6].name
-    # Left out too: the onlining template path and its check.
-    assert "onlined-memory-from-templates" in series[12].name
-    assert "check-the-memmap-of-onlined-memory" in series[14].name
-    assert build.VARIANTS["patched-memcpy"].fragments == \
-        build.VARIANTS["patched"].fragments
 
 
 def test_every_variant_selects_patches_on_every_base():
@@ -148,9 +128,9 @@ def test_a_variant_naming_a_missing_patch_is_refused(monkeypatch):
 
 def test_a_base_without_a_series_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(bases, "PATCHES_ROOT", tmp_path)
-    with pytest.raises(ZdinitError, match="^base 6.12 series zone-device: "
-                       ".*/linux-6.12/series is missing or lists no "
-                       "patches$"):
+    with pytest.raises(ZdinitError, match="^base 6.12 series templates: "
+                       ".*/linux-6.12-templates/series is missing or lists "
+                       "no patches$"):
         build.variant_patches("patched", BASE)
     assert build.variant_patches("base", BASE) == []
 

@@ -26,7 +26,6 @@ class Part:
     # harness's own patches, each marked NOT FOR MERGING, so that neither
     # is checked.
     for_merging: object = True
-    directory: str = None   # under patches/; None: linux-<base>-<name>
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,38 +68,33 @@ class Base:
 
     def series_dir(self, part):
         """The directory of one Part of this base's stacks."""
-        return PATCHES_ROOT / (part.directory
-                               or f"linux-{self.name}-{part.name}")
+        return PATCHES_ROOT / f"linux-{self.name}-{part.name}"
 
+
+# The ZONE_DEVICE and onlining work as six series, each with its own cover
+# letter, on top of what upstream queued for 7.4; the last, the kit
+# (timing, test hooks, KUnit, debugfs), is the harness's and not for
+# merging.
+ZONE_DEVICE_PARTS = (Part("templates"), Part("store-policy"),
+                     Part("parallel"), Part("onlining"), Part("contiguity"),
+                     Part("kit", for_merging=False))
 
 BASES = {b.name: b for b in (
     Base("6.12", "linux-source-6.12", "6.12.117-1~deb12u1",
          "e849faf31ca3555757f3a8877cb01af92122f744f75d1f3102734651c4e14703",
          "bookworm-security", ("none", "voluntary", "full"), ("none", "full"),
          stacks={
-             # One directory, for merging but for its last two patches,
-             # the harness's: until 6.12 is cut as 7.3 is, neither
-             # merging rule can hold, so neither is checked.
-             "zone-device": (Part("zone-device", for_merging=None,
-                                  directory="linux-6.12"),),
+             # 7.3's six series backported, cut the same way.
+             "zone-device": ZONE_DEVICE_PARTS,
              # Its last patch is the harness's debugfs switch.
              "clear": (Part("clear", for_merging=None),)},
-         # Its contiguity walk patch has a suite of its own.
-         kunit_suites=("zone_device_memmap", "memory_hotplug_contiguity"),
          archive="http://deb.debian.org/debian-security",
          note="the LTS backport (Debian 13's kernel)"),
     Base("7.3", "linux-source-7.3", "7.3.4-1~bpo13+1",
          "703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3",
          "trixie-backports", ("full", "lazy"), ("lazy", "full"),
          stacks={
-             # Six series on top of what upstream queued for 7.4, each
-             # with its own cover letter; the last, the kit (timing, test
-             # hooks, KUnit, debugfs), is the harness's and not for
-             # merging.
-             "zone-device": (Part("templates"), Part("store-policy"),
-                             Part("parallel"), Part("onlining"),
-                             Part("contiguity"),
-                             Part("kit", for_merging=False)),
+             "zone-device": ZONE_DEVICE_PARTS,
              # Its last patch is the harness's debugfs switch.
              "clear": (Part("clear", for_merging=None),)},
          note="where upstream's multi-page clearing is merged"),

@@ -28,9 +28,6 @@ class Variant:
                                 # (huge-page clearing)
     parts: tuple = ()           # these parts of the series' stack alone
     only: tuple = ()            # these patches of the series alone
-    where_present: tuple = ()   # with only: these too, where the base's
-                                # series has them
-    leave_out: tuple = ()       # the series without these
     extra: tuple = ()           # patch files after the series: paths from
                                 # the project's root, {base} the base's name
     only_on: tuple = ()         # the bases it is for, where not every base
@@ -39,17 +36,14 @@ class Variant:
     def selects(self, patch_subject):
         """Whether the variant applies the series' patch of that subject."""
         return (self.series is not None
-                and (not self.only or patch_subject in self.only
-                     or patch_subject in self.where_present)
-                and patch_subject not in self.leave_out)
+                and (not self.only or patch_subject in self.only))
 
 
 # Patches named by more than one variant or module.
 TIMING = "mm-memory_hotplug-time-the-parts-of-online_pages-wit"
-# How onlining decides a zone's contiguity: 6.12's series skips the walks
-# whose result it knows; 7.3's counts the pages, the approach upstream
-# queued for 7.4, and the timing patch applies on top of it.
-CONTIGUITY_WALK = "mm-memory_hotplug-skip-zone-contiguity-walks-whose-r"
+# How the series decides a zone's contiguity when onlining: it counts the
+# pages, the approach upstream queued for 7.4; the timing patch applies on
+# top of it.
 CONTIGUITY_COUNT = "mm-memory_hotplug-decide-zone-contiguity-from-a-coun"
 # The debugfs check of zone->contiguous against the walk (not for
 # merging), which with_contiguity_check() adds to a hotplug kernel.
@@ -64,35 +58,21 @@ ONLINING_MUTANTS = ("wrong-zone", "skipped-pageblock", "wrong-lru")
 VARIANTS = {
     "base": Variant(("zdinit",)),
     "patched": Variant(("zdinit", "series"), "zone-device"),
-    # What upstream queued for 7.4, on 7.3: the template path with its
+    # What upstream queued for 7.4, on the base: the template path with its
     # streaming copy, on one thread, and the contiguity count; timed by
     # the kernel's own pr_debug line, with no knob and no kit.
     "upstream": Variant(("zdinit",), "zone-device",
-                        parts=("templates", "contiguity"), only_on=("7.3",)),
-    # The series without the template copy from registers, whose copy
-    # reads the template again for every struct page: that patch alone,
-    # for ZONE_DEVICE (the onlining template path and its check, written
-    # on top of it, are left out too).  6.12 only: 7.3's kit is written
-    # for the whole stack.
-    "patched-memcpy": Variant(("zdinit", "series"), "zone-device", leave_out=(
-        "mm-copy-the-ZONE_DEVICE-memmap-template-from-registe",
-        "mm-build-the-memmap-of-onlined-memory-from-templates",
-        "mm-check-the-memmap-of-onlined-memory-in-debugfs-NOT"),
-        only_on=("6.12",)),
+                        parts=("templates", "contiguity")),
     # The series with its fan-out handed to padata_do_multithreaded(),
     # made callable after boot, instead of its own work items: to measure
     # the two against each other.  Not for merging.
     "patched-padata": Variant(("zdinit", "series"), "zone-device", extra=(
         "patches/linux-{base}-padata-fan-out.patch",), only_on=("7.3",)),
     # Onlining as stock does it, timed: the series' hotplug timing patch
-    # and, where the series has it, the contiguity count (7.3: upstream's
-    # 7.4 method, the base the onlining templates build on).
-    "hotplug-base": Variant(("zdinit",), "zone-device", only=(TIMING,),
-                            where_present=(CONTIGUITY_COUNT,)),
-    # 6.12's hotplug-base plus its contiguity walk patch, to measure it.
-    "hotplug-contig": Variant(("zdinit",), "zone-device",
-                              only=(TIMING, CONTIGUITY_WALK),
-                              only_on=("6.12",)),
+    # on the contiguity count (upstream's 7.4 method, the base the
+    # onlining templates build on).
+    "hotplug-base": Variant(("zdinit",), "zone-device",
+                            only=(CONTIGUITY_COUNT, TIMING)),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": Variant(("zdinit", "trace", "series"), "zone-device"),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
@@ -196,7 +176,7 @@ def variant_patches(variant, base, contiguity=False):
                    if not spec.parts or part.name in spec.parts
                    for patch in part_patches]
         subjects = {subject(p) for p in patches}
-        for name in spec.only + spec.leave_out:
+        for name in spec.only:
             if name not in subjects:
                 raise MissingPatch(f"base {base.name}: kernel '{variant}' "
                                    f"names patch '{name}', which its "

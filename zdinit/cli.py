@@ -19,21 +19,18 @@ from zdinit import (bases, bench, build, cache, clear, cross, deps,
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
-# hotplug-base: stock plus the hotplug timing patch and, on 7.3, the
-# contiguity count, for kmem and virtio-mem; hotplug-contig (6.12): that
-# plus the contiguity walk patch.
-HOTPLUG_KERNELS = ("hotplug-base", "hotplug-contig")
+# hotplug-base: stock plus the contiguity count and the hotplug timing
+# patch, for kmem and virtio-mem.
+HOTPLUG_KERNELS = ("hotplug-base",)
 # Stock, upstream's 7.4 method and stock with onlining patches: no
 # strategy knob, they run with the kernel's own code alone.
 KERNELS_WITHOUT_STRATEGIES = ("base", "upstream") + HOTPLUG_KERNELS
 # The bench's default, of the kernels the base has: stock, upstream's
-# 7.4 method (7.3 only) and the series.
+# 7.4 method and the series.
 BENCH_DEFAULT = ("base", "upstream", "patched")
-# patched-memcpy (6.12): the series without the template copy from
-# registers, to measure that patch alone; patched-padata (7.3): the
-# series fanning out through padata instead of its own work items.
-BENCH_KERNELS = (BENCH_DEFAULT + ("patched-memcpy", "patched-padata")
-                 + HOTPLUG_KERNELS)
+# patched-padata (7.3): the series fanning out through padata instead of
+# its own work items.
+BENCH_KERNELS = BENCH_DEFAULT + ("patched-padata",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: upstream 7.4's method (template and streaming

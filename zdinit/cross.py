@@ -4,12 +4,12 @@ x86-64 kernel that only runs KUnit.
 arm64 is built and booted under qemu-system-aarch64 (TCG), where the
 series' KUnit suite runs at boot: DEVICE_PRIVATE and generic ranges with
 every strategy, so a second architecture runs the template path and the
-generic memfill_nt().  x86_64 is the same suite in a kernel of little
+generic memcpy_nontemporal().  x86_64 is the same suite in a kernel of little
 more than tinyconfig: a cold build of a fraction of the harness's
 configuration, for a base whose series is built and booted but not
 benchmarked.  i386 has no ZONE_DEVICE, so all the series can add there
 is what the files it changes compile outside ZONE_DEVICE (the generic
-memfill_nt() included by mm/mm_init.c): the directories of those files
+memcpy_nontemporal() of <linux/string.h>): the directories of those files
 are compiled, with warnings as errors, and the files the i386
 configuration builds are named.  Nothing is linked: a whole i386 kernel
 would add a cold build, to link code that the series' i386 objects call

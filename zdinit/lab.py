@@ -197,7 +197,7 @@ KERNEL_CACHED = ("template-regs", "template-reload", "template-u64",
 # its cached copy, MOVNTI) is faster than the rule's choice by more than
 # this factor: about the spread of one lab cell between sessions.  Wider
 # streaming stores (SSE2, AVX, MOVDIR64B) are reported beside it: which
-# instruction memfill_nt() should use is not the rule's question.
+# instruction memcpy_nontemporal() should use is not the rule's question.
 TOLERANCE = 1.10
 
 
@@ -516,8 +516,8 @@ _ZEN3_HUGETLB = ("flagged in both runs (MOVNTI 157.16 and 162.18 ms against "
                  "repetitions spread from 94.00 to 189.14 ms in run1; on "
                  "THP MOVNTI beat template-regs in both runs' rewrite cell "
                  "(114.19 against 119.39, 95.43 against 121.38 ms); which "
-                 "instruction memfill_nt() streams with is not the rule's "
-                 "question")
+                 "instruction memcpy_nontemporal() streams with is not the "
+                 "rule's question")
 _ZEN3_X2 = ("flagged in both runs (MOVNTI 86.12 and 92.65 ms against "
             "template-regs 68.30 and 67.03; a unit-test run perturbed "
             "run1's threads sweep), not host noise; streaming is not what "
@@ -525,8 +525,8 @@ _ZEN3_X2 = ("flagged in both runs (MOVNTI 86.12 and 92.65 ms against "
             "(AVX2 46.65 ms in run1, SSE2 44.88 in run2), though each took "
             "81.03 and 79.21 ms in the other run; from one thread to two "
             "MOVNTI gained 1.22x in run2, template-regs 1.87x; which "
-            "instruction memfill_nt() streams with is not the rule's "
-            "question")
+            "instruction memcpy_nontemporal() streams with is not the "
+            "rule's question")
 # Where the rule's choice was measured more than TOLERANCE slower than
 # the best the kernel can run, and why the rule stands.  Exactly the
 # points flagged in the committed runs (tests/test_store_rule.py), and

@@ -14,8 +14,9 @@ MEMMAP_LINE = re.compile(
     r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written"
     r"(?:, (?P<threads>\d+) threads?)?)?")
 # Memory onlining (the series' onlining timing): move_pfn_range_to_zone()
-# times the memmap and, where it still walks (6.12 without its walk-skip
-# patch), the zone contiguity scan; online_pages() its total and six
+# times the memmap and, where it still walks (the series before it
+# counted pages; consoles captured then, in tests/data), the zone
+# contiguity scan; online_pages() its total and six
 # consecutive parts that add up to it.
 MOVE_LINE = re.compile(
     r"move_pfn_range_to_zone (?P<pages>\d+) pages to (?P<zone>\w+): "

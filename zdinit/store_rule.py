@@ -13,8 +13,7 @@ of the range's node and the thread cap:
     written than pfns: device-dax map=mem with 2 MiB or 1 GiB compound
     pages, whose tails share vmemmap pages) keeps cached copies of the
     template (the copy from registers) whatever its size.  Any other
-    range streams (MOVNTI: memcpy_nontemporal() on 7.3, memfill_nt() on
-    6.12) where the architecture
+    range streams (MOVNTI: memcpy_nontemporal()) where the architecture
     can, x86-64, once the bytes written reach min(LLC, 32 MiB), whether
     the memmap is in device memory (altmap) or in RAM; below that,
     cached copies.  An LLC that cannot be read counts as 32 MiB.
@@ -154,7 +153,7 @@ def choose(written_bytes, llc_bytes, node_cpus,
            tail_reuse):
     """The rule: how to write a memmap of written_bytes of struct pages.
     tail_reuse: whether the range has vmemmap tail reuse
-    (has_tail_reuse()); can_stream whether memfill_nt() streams on this
+    (has_tail_reuse()); can_stream whether memcpy_nontemporal() streams on this
     architecture (x86-64) or is a loop of memcpy()."""
     if written_bytes < 0:
         raise UsageError(f"negative memmap size {written_bytes}")
