@@ -35,14 +35,15 @@ test:
 # built, the whole series for arm64 booting its KUnit suite, each prefix
 # of 7.3's clear series built, its zero read-back and the check failing
 # on a deliberately broken clear, and, on
-# 6.12, the KUnit suites in a small x86-64 kernel, each prefix of both
+# 6.12, the KUnit suite in a small x86-64 kernel, each prefix of both
 # series built (the ZONE_DEVICE series for arm64 and i386 too), the memmap equality
 # test, the clear checks (zero read-back, broken kernel, selftests against
 # stock's record under preempt=none and full); on 7.3 the selftests
 # against stock 7.3's record, the series compiled for i386, the
 # contiguity check on hotplug-base, the kernel upstream in every bench
-# scenario and one clear run of stock
-# 6.12, stock 7.3 and the series on 7.3 with perf bench mem mmap; the
+# scenario, the onlining kernels broken on purpose (three builds) and one
+# clear run of stock 6.12, stock 7.3 and the series on 7.3 with perf
+# bench mem mmap, and a small clear bench on 6.12; the
 # tracepoint-guard and KASAN/lockdep/kmemleak kernels, the zero read-back
 # on the clear series' KASAN/lockdep kernel and, for 2M THP, on its KMSAN
 # kernel (a clang build; three times the guest memory).

@@ -73,7 +73,7 @@ def test_the_backport_series_apply_and_pass_checkpatch():
 
 
 @pytest.mark.full
-def test_the_backports_kunit_suites_pass_on_x86_64():
+def test_the_backports_kunit_suite_passes_on_x86_64():
     out = check_series("zone-device", bases.BASES[BACKPORT],
                        build_each=False, targets=("x86_64",))
     # One CPU there (configs/kunit-x86.config): the realtime case skips.
@@ -101,7 +101,7 @@ PREFIXES_IN_FULL_ONLY = {(HOME, "zone-device"), (HOME, "clear")}
 def test_every_patch_applies_passes_checkpatch_and_builds(base, targets):
     """Every series of the base, every prefix built (but those of
     PREFIXES_IN_FULL_ONLY); on the backport the ZONE_DEVICE series also
-    on arm64, running the KUnit suites, DEVICE_PRIVATE ranges included,
+    on arm64, running the KUnit suite, DEVICE_PRIVATE ranges included,
     and compiled for i386."""
     for name in BASE_SERIES[base]:
         # The other targets are the ZONE_DEVICE series' alone.

@@ -651,7 +651,7 @@ def parser():
                        "clear kernels and zero read-back, 6.12's "
                        "KUnit kernel, prefix builds and memmap self-test, the "
                        "i386 compile, upstream in every bench scenario, the "
-                       "contiguity check, debug and KMSAN kernels, stock's "
+                       "broken onlining kernels, the contiguity check, debug and KMSAN kernels, stock's "
                        "selftest record (docs/testing.md)")
     which.add_argument("--unit", action="store_true", help="unit and lab "
                        "tests only (make test-unit): no kernel, no cache")

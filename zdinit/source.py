@@ -150,8 +150,8 @@ def _digest(base, paths):
 def apply_patch(tree, patch, base, series=None):
     """Apply one patch, refusing cleanly (tree untouched) if it does not
     fit; series: the part of a stack it is in, which the refusal names."""
-    # No .orig backups where a hunk lands at an offset (patched-memcpy
-    # leaves a patch out): the tree holds only what the series makes.
+    # No .orig backups where a hunk lands at an offset (a variant that
+    # leaves patches out): the tree holds only what the series makes.
     args = ["patch", "-p1", "-s", "-N", "--no-backup-if-mismatch", "-d",
             str(tree), "-i", str(patch)]
     dry = subprocess.run(args + ["--dry-run"], capture_output=True, text=True)

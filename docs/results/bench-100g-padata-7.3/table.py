@@ -1,0 +1,45 @@
+"""The parallel build's two fan-outs, side by side, from this run.
+
+Run from the repository root:
+  PYTHONPATH=. python3 docs/results/bench-100g-padata-7.3/table.py \
+      docs/results/bench-100g-padata-7.3/results.json
+`patched` hands the chunks to its own work items, `patched-padata` to
+padata_do_multithreaded(); same chunks, threads and strategy.  Ratios
+are medians divided by medians with zdinit.stats.speedup()'s 95%
+bootstrap interval; above 1 means padata was faster.
+"""
+import sys
+
+from zdinit import report, stats
+from zdinit.errors import UsageError
+
+
+def render(results):
+    if len(results) != 1:
+        raise UsageError("give one results.json")
+    samples = {}
+    for r in results[0]["runs"]:
+        row = r["scenario"] + (f" {r['align']}" if r.get("align") else "")
+        samples[(row, r["kernel"])] = (r["samples_ms"], r["resolved"],
+                                       r["threads"])
+    rows = sorted({row for row, _ in samples})
+    print("| scenario | strategy, threads | work items: median ms "
+          "| padata: median ms | padata vs work items [95% CI] |")
+    print("|---|---|---|---|---|")
+    for row in rows:
+        try:
+            own, resolved, threads = samples[(row, "patched")]
+            padata, *_ = samples[(row, "patched-padata")]
+        except KeyError:
+            raise UsageError(f"{row}: not run on both kernels") from None
+        s = stats.speedup(own, padata)
+        print(f"| {row} | {'/'.join(resolved)}, {'/'.join(map(str, threads))} "
+              f"| {stats.summarize(own)['median_ms']:.2f} "
+              f"| {stats.summarize(padata)['median_ms']:.2f} "
+              f"| {s['speedup']:.2f}x [{s['ci95'][0]:.2f}-{s['ci95'][1]:.2f}] |")
+
+
+if __name__ == "__main__":
+    sys.exit(report.table_script(render, "PYTHONPATH=. python3 "
+                                 "docs/results/bench-100g-padata-7.3/"
+                                 "table.py RESULTS_JSON"))
