@@ -52,10 +52,10 @@ BASE_SERIES = {"6.12": ("zone-device", "clear"),
                "7.3": ("zone-device", "clear")}
 # make test covers the default base (its ZONE_DEVICE series built whole,
 # KUnit on x86-64; see PREFIXES_IN_FULL_ONLY) and applies and
-# checkpatches the backport's series.  make test-full adds KUnit on arm64 and, for the backport, in a
-# small x86-64 kernel, each of its prefixes built and its memmap
-# self-test booted: each of those is a cold kernel build more than make
-# test's time from an empty cache holds.
+# checkpatches the backport's series.  make test-full adds KUnit on
+# arm64 and, for the backport, in a small x86-64 kernel, each of its
+# prefixes built and its memmap self-test booted: each of those is a cold
+# kernel build more than make test's time from an empty cache holds.
 HOME = bases.DEFAULT
 BACKPORT = "6.12"
 # The KUnit line of the series' suite, the same on every base.
