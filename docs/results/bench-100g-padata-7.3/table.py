@@ -32,11 +32,10 @@ def render(results):
             padata, *_ = samples[(row, "patched-padata")]
         except KeyError:
             raise UsageError(f"{row}: not run on both kernels") from None
-        s = stats.speedup(own, padata)
         print(f"| {row} | {'/'.join(resolved)}, {'/'.join(map(str, threads))} "
               f"| {stats.summarize(own)['median_ms']:.2f} "
               f"| {stats.summarize(padata)['median_ms']:.2f} "
-              f"| {s['speedup']:.2f}x [{s['ci95'][0]:.2f}-{s['ci95'][1]:.2f}] |")
+              f"| {report.ratio_text(stats.speedup(own, padata))} |")
 
 
 if __name__ == "__main__":
