@@ -47,16 +47,16 @@ def run_zdinit(cache, *args, **env):
     # A base without the patches a kernel needs is refused before anything
     # is built (stock first would be a wasted build), naming the bases
     # that have them and what this one lacks, from the project's root.
-    (["bench", "--base", "6.12", "--kernels", "base,patched-padata"],
-     "kernel 'patched-padata' exists for base 7.3 only; base 6.12 has no "
-     "patched-padata kernel"),
+    (["bench", "--base", "6.12", "--kernels", "base,patched-workqueue"],
+     "kernel 'patched-workqueue' exists for base 7.3 only; base 6.12 has no "
+     "patched-workqueue kernel"),
     (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
       "hotplug-base", "--contiguity"], "kernel 'hotplug-base' with the "
      "contiguity check exists for base 7.3 only; base 6.12 has no "
      "patches/linux-6.12-contiguity-check.patch"),
-    (["build", "--base", "6.12", "patched-padata"], "error: kernel "
-     "'patched-padata' exists for base 7.3 only; base 6.12 has no "
-     "patched-padata kernel"),
+    (["build", "--base", "6.12", "patched-workqueue"], "error: kernel "
+     "'patched-workqueue' exists for base 7.3 only; base 6.12 has no "
+     "patched-workqueue kernel"),
     (["bench", "--base", "7.3", "--scenarios", "kmem", "--kernels",
       "patched", "--contiguity"], "--contiguity checks the hotplug kernels "
      "in kmem and virtio-mem, not patched"),

@@ -63,11 +63,11 @@ VARIANTS = {
     # the kernel's own pr_debug line, with no knob and no kit.
     "upstream": Variant(("zdinit",), "zone-device",
                         parts=("templates", "contiguity")),
-    # The series with its fan-out handed to padata_do_multithreaded(),
-    # made callable after boot, instead of its own work items: to measure
-    # the two against each other.  Not for merging.
-    "patched-padata": Variant(("zdinit", "series"), "zone-device", extra=(
-        "patches/linux-{base}-padata-fan-out.patch",), only_on=("7.3",)),
+    # The series with its earlier fan-out, work items of its own instead
+    # of padata_do_multithreaded(): to measure the two against each
+    # other.  Not for merging.
+    "patched-workqueue": Variant(("zdinit", "series"), "zone-device", extra=(
+        "patches/linux-{base}-workqueue-fan-out.patch",), only_on=("7.3",)),
     # Onlining as stock does it, timed: the series' hotplug timing patch
     # on the contiguity count (upstream's 7.4 method, the base the
     # onlining templates build on).

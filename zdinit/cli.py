@@ -28,9 +28,9 @@ KERNELS_WITHOUT_STRATEGIES = ("base", "upstream") + HOTPLUG_KERNELS
 # The bench's default, of the kernels the base has: stock, upstream's
 # 7.4 method and the series.
 BENCH_DEFAULT = ("base", "upstream", "patched")
-# patched-padata (7.3): the series fanning out through padata instead of
-# its own work items.
-BENCH_KERNELS = BENCH_DEFAULT + ("patched-padata",) + HOTPLUG_KERNELS
+# patched-workqueue (7.3): the series fanning out through work items of
+# its own instead of padata.
+BENCH_KERNELS = BENCH_DEFAULT + ("patched-workqueue",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: upstream 7.4's method (template and streaming

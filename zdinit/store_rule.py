@@ -7,7 +7,7 @@ The rule, given the struct page bytes the kernel writes (not pfns times
 sizeof(struct page): with vmemmap tail reuse most tails of a compound
 page are never written), whether the range has that tail reuse, the
 size of the last-level cache of the CPU doing the work, the online CPUs
-of the range's node and the thread cap:
+of the caller's node and the thread cap:
 
   - strategy: a range with vmemmap tail reuse (fewer struct pages
     written than pfns: device-dax map=mem with 2 MiB or 1 GiB compound
@@ -24,8 +24,8 @@ of the range's node and the thread cap:
 In the kernel, zone_device_memmap_streams() and
 zone_device_memmap_choose() (strategy: 7.3's store-policy series, 6.12's
 patch 6; the test for tail reuse is `written < nr_pages`) and
-zone_device_memmap_threads() (threads: the parallel series, 6.12's
-patches 8 and 9) implement it.  The page_ref_set tracepoint still forces the
+zone_device_memmap_threads() (threads: the parallel series) implement
+it.  The page_ref_set tracepoint still forces the
 slow path there; that is a debugging switch, not part of this rule.
 
 Why, from the native runs (zdlab, the kernel's stores replayed; ms are
