@@ -50,10 +50,6 @@ def run_zdinit(cache, *args, **env):
     (["bench", "--base", "6.12", "--kernels", "base,patched-workqueue"],
      "kernel 'patched-workqueue' exists for base 7.3 only; base 6.12 has no "
      "patched-workqueue kernel"),
-    (["bench", "--base", "6.12", "--scenarios", "kmem", "--kernels",
-      "hotplug-base", "--contiguity"], "kernel 'hotplug-base' with the "
-     "contiguity check exists for base 7.3 only; base 6.12 has no "
-     "patches/linux-6.12-contiguity-check.patch"),
     (["build", "--base", "6.12", "patched-workqueue"], "error: kernel "
      "'patched-workqueue' exists for base 7.3 only; base 6.12 has no "
      "patched-workqueue kernel"),

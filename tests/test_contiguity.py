@@ -57,9 +57,18 @@ def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():
     assert (ROOT / "configs/contiguity.config").is_file()
 
 
-def test_a_base_without_the_check_is_refused_in_one_line():
+def test_every_base_has_the_check():
+    for base in bases.BASES.values():
+        assert build.variant_patches("hotplug-base", base,
+                                     contiguity=True)[-1].is_file()
+
+
+def test_a_base_without_the_check_is_refused_in_one_line(monkeypatch):
+    """A base whose check patch is missing: named, in one line."""
+    monkeypatch.setattr(build, "CONTIGUITY_CHECK",
+                        "patches/linux-{base}-no-contiguity-check.patch")
     with pytest.raises(ZdinitError, match=r"^kernel 'hotplug-base' has no "
-                       r"patch for base 6\.12 \(.*contiguity-check\.patch "
+                       r"patch for base 6\.12 \(.*no-contiguity-check\.patch "
                        r"is missing\)$"):
         build.variant_patches("hotplug-base", bases.BASES["6.12"],
                               contiguity=True)

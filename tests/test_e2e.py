@@ -130,11 +130,12 @@ def test_every_prefix_builds_where_make_test_does_not(base, name):
 
 
 @pytest.mark.full
-def test_zone_contiguity_agrees_with_the_walk_on_the_7_3_hotplug_kernels():
+@pytest.mark.parametrize("base", ["7.3", "6.12"])
+def test_zone_contiguity_agrees_with_the_walk_on_the_hotplug_kernels(base):
     """The check patch applies to and builds on hotplug-base (one more
     kernel build), which counts; every zone's flag after every step, a
     failed online among them, is what the walk finds."""
-    zdinit("bench", "--base", "7.3", "--kernels", "hotplug-base",
+    zdinit("bench", "--base", base, "--kernels", "hotplug-base",
            "--scenarios",
            "kmem,virtio-mem", "--size", "1G", "--n", "1", "--rounds", "1",
            "--contiguity")

@@ -7,7 +7,7 @@ from zdinit.errors import ZdinitError
 
 # Stock 6.12 prints milliseconds from jiffies; the zdinit series prints
 # microseconds from ktime and adds the strategy and the struct pages
-# written, and with parallel init the threads that wrote them.
+# written, and with parallel init the threads the range was given.
 MEMMAP_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in "
     r"(?P<value>\d+)(?P<unit>ms|us)"

@@ -22,8 +22,8 @@ of the caller's node and the thread cap:
     defaults to 16.
 
 In the kernel, zone_device_memmap_streams() and
-zone_device_memmap_choose() (strategy: 7.3's store-policy series, 6.12's
-patch 6; the test for tail reuse is `written < nr_pages`) and
+zone_device_memmap_choose() (strategy: the store-policy series, on
+either base; the test for tail reuse is `written < nr_pages`) and
 zone_device_memmap_threads() (threads: the parallel series) implement
 it.  The page_ref_set tracepoint still forces the
 slow path there; that is a debugging switch, not part of this rule.
@@ -85,9 +85,9 @@ medians, "cold" a flushed destination as a rebind writes):
     cold 1.6 GB memmap took 22.61 ms on 8 threads and 12.01 ms on 16,
     1.88x (rewrite: 24.30 and 12.93 ms, 1.88x; 12 threads: 16.28 ms),
     and reached 0.50 of the streaming floor on 8 threads against 0.95
-    on 16 (mm4-threads-1600M.json).  Patch 8 capped at 8 because "a few
-    threads reach" the memory bandwidth; on the one many-core machine
-    measured, 8 threads reach half of it.  An earlier session on the
+    on 16 (mm4-threads-1600M.json).  The first parallel build capped
+    at 8 because "a few threads reach" the memory bandwidth; on the one
+    many-core machine measured, 8 threads reach half of it.  An earlier session on the
     same kind of machine gained less from 8 to 16 (23.98 to 18.85 ms,
     1.27x, with 12 threads at 15.39 ms, mm-1600M.json).  At 1 TB, 16
     threads wrote the memmap in 142 ms (mm2-16000M.json) against
