@@ -205,3 +205,25 @@ def test_the_guest_runs_the_boot_bind_job():
     guest = (ROOT / "guest/scenario.sh").read_text()
     assert "boot-bind) boot_bind ;;" in guest
     assert "store-rule.sh" in initramfs.GUEST_SCRIPTS
+
+
+HMM = ("@@zdinit check name=hmm-selftests result=pass strategy=auto used=none "
+       "pass=25 fail=11 skip=42 error=0 failed=hmm.a,hmm.b, flaky=none\n")
+
+
+def test_an_hmm_test_failing_in_one_run_only_is_flaky_not_an_outcome():
+    rows = rows_for("base", HMM, job="hmm") + rows_for(
+        "patched", HMM.replace("pass=25 fail=11", "pass=24 fail=12")
+        .replace("flaky=none", "flaky=hmm.exclusive,"), job="hmm")
+    safety.compare_with_base(rows)
+    assert all(r["passed"] for r in rows), rows
+    assert "failed once only: hmm.exclusive" in rows[1]["detail"]
+
+
+def test_an_hmm_test_failing_in_both_runs_on_the_series_alone_fails():
+    rows = rows_for("base", HMM, job="hmm") + rows_for(
+        "patched", HMM.replace("failed=hmm.a,hmm.b,",
+                               "failed=hmm.a,hmm.b,hmm.exclusive,"), job="hmm")
+    safety.compare_with_base(rows)
+    assert rows[0]["passed"] and not rows[1]["passed"]
+    assert "stock: hmm.a,hmm.b," in rows[1]["detail"]
