@@ -176,10 +176,10 @@ def judge(check):
         return used == asked or (asked == "auto" and used != "none"), \
             f"KASAN build asked for {asked}, used {used}"
     if name == "hmm-selftests":
-        flaky = check.get("flaky", "none")
         return check["error"] == "0", (
             f"{check['pass']} pass, {check['fail']} fail, {check['skip']} skip"
-            + ("" if flaky == "none" else f", failed once only: {flaky}"))
+            + ("" if check["flaky"] == "none"
+               else f", failed once only: {check['flaky']}"))
     if name == "gup-devdax":
         what = {"-b": "pin_user_pages() basic test",
                 "-a": "pin_user_pages_fast() benchmark"}[check["mode"]]
