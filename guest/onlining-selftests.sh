@@ -1,6 +1,6 @@
 # zdinit guest: the kernel's own memory onlining selftests, sourced by
 # scenario.sh.  The scripts come from the tree the kernel was built from
-# (zdinit/initramfs.py puts them in $KSELFTESTS with the kselftest
+# (zdinit/kernel/initramfs.py puts them in $KSELFTESTS with the kselftest
 # helpers they source), so each kernel runs its own version; a tree
 # without one (6.12 has no dax-kmem-hotplug.sh) runs the others.  Each
 # reports one check line whose outcome the host compares with stock's.

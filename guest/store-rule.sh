@@ -1,5 +1,5 @@
 # What the host checks the kernel's store rule for the ZONE_DEVICE memmap
-# against (zdinit/store_rule.py): the last-level cache the rule reads,
+# against (zdinit/kernel/store_rule.py): the last-level cache the rule reads,
 # which every scenario reports, and a memmap the kernel builds during
 # boot.  Sourced by scenario.sh.
 

@@ -12,7 +12,8 @@ import time
 import pytest
 
 from conftest import ROOT
-from zdinit import bases, build, cache, kconfig, proc, series, source
+from zdinit import cache, paths, proc
+from zdinit.kernel import bases, build, kconfig, series, source
 from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
@@ -214,7 +215,7 @@ def fake_series(tmp_path, monkeypatch, patches):
     (directory / "series").write_text("".join(p.name + "\n" for p in patches))
     (directory / series.COVER_LETTER).write_text(
         "Subject: [PATCH 0/1] hello\n\nbase-commit: 9.9\n")
-    monkeypatch.setattr(bases, "PATCHES_ROOT", directory.parent)
+    monkeypatch.setattr(paths, "PATCHES", directory.parent)
     monkeypatch.setattr(series, "checkpatch", lambda tree, patch: "clean")
 
 

@@ -159,7 +159,8 @@ def test_unit_tests_need_no_cache_and_no_kernel_toolchain(holder,
 def test_make_test_is_one_locked_run(holder, scratch_cache, monkeypatch):
     """make test: refused while another run holds the cache; when it runs,
     pytest inherits the lock."""
-    from zdinit import cli, deps, source
+    from zdinit import cli, deps
+    from zdinit.kernel import source
     monkeypatch.setattr(deps, "ensure_packages", lambda *a: None)
     monkeypatch.setattr(source, "pristine_tree", lambda base: None)
     ran = []

@@ -7,8 +7,10 @@ import pytest
 
 from conftest import DATA, ROOT
 from test_cli_errors import run_zdinit
-from zdinit import (bases, clear, families, initramfs, qemu, report, runner,
-                    scenarios)
+from zdinit.families import clearing, loop, registry, scenarios
+from zdinit.kernel import bases, initramfs
+from zdinit.results import report
+from zdinit.vm import qemu
 from zdinit.errors import UsageError, ZdinitError
 
 G = 1 << 30
@@ -90,21 +92,21 @@ def test_plan_defaults_and_kernel_command_line():
 
 
 def test_one_g_pages_need_the_cpu_flag_under_kvm(monkeypatch):
-    monkeypatch.setattr(clear, "host_has_1g_pages", lambda: False)
-    monkeypatch.setattr(clear.build, "build", lambda v, b, c: type("K", (), {
+    monkeypatch.setattr(clearing, "host_has_1g_pages", lambda: False)
+    monkeypatch.setattr(clearing.build, "build", lambda v, b, c: type("K", (), {
         "variant": v, "base": b, "out": ROOT})())
-    monkeypatch.setattr(clear.initramfs, "build", lambda k, d, t: d)
-    monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("kvm", "test"))
+    monkeypatch.setattr(clearing.initramfs, "build", lambda k, d, t: d)
+    monkeypatch.setattr(clearing.qemu, "choose_accel", lambda k, i: ("kvm", "test"))
     with pytest.raises(ZdinitError, match="no pdpe1gb"):
-        clear.prepare(scenarios.plan_clear(["1G"], "1G"), [(BASE, "clear")])
-    monkeypatch.setattr(clear.qemu, "choose_accel", lambda k, i: ("tcg", "test"))
-    targets, accel, _ = clear.prepare(scenarios.plan_clear(["1G"], "1G"),
+        clearing.prepare(scenarios.plan_clear(["1G"], "1G"), [(BASE, "clear")])
+    monkeypatch.setattr(clearing.qemu, "choose_accel", lambda k, i: ("tcg", "test"))
+    targets, accel, _ = clearing.prepare(scenarios.plan_clear(["1G"], "1G"),
                                       [(BASE, "clear")])
     assert accel == "tcg" and targets[0].strategies == ("cached", "stream")
 
 
 def test_parse_a_real_guest_log():
-    run = clear.parse_run((DATA / "clear-patched.log").read_text())
+    run = clearing.parse_run((DATA / "clear-patched.log").read_text())
     assert run.rule["stream"] in ("Y", "N") and int(run.rule["stream_min_kb"]) > 0
     pages = {r["page"] for r in run.bench}
     methods = {r["method"] for r in run.bench}
@@ -132,7 +134,7 @@ def test_runs_table_speedup_is_rate_over_rate():
         ("2M", "lazy", "7.3", "clear", "stream"): entry([2.0] * 3, wait),
     }
     runs = {(r["base"], r["kernel"]): r
-            for r in clear.runs_table(samples, [spec])}
+            for r in clearing.runs_table(samples, [spec])}
     ours = runs[("6.12", "clear")]
     assert ours["vs_base"]["speedup"] == pytest.approx(2.0)
     assert runs[("7.3", "clear")]["vs_base"]["speedup"] == pytest.approx(0.5)
@@ -147,8 +149,8 @@ def test_runs_table_speedup_is_rate_over_rate():
     assert "per_batch_ms" not in runs[("7.3", "clear")]
     assert "vs_base" not in runs[("6.12", "clear-base")]
     assert runs[("7.3", "clear-base")]["perf"] == {}
-    table = report.text_table(list(runs.values()), clear.HEADER,
-                              clear.rows).splitlines()
+    table = report.text_table(list(runs.values()), clearing.HEADER,
+                              clearing.rows).splitlines()
     assert table[0].split()[:5] == ["base", "kernel", "method", "page",
                                     "preempt"]
     row = table[2 + list(runs).index(("6.12", "clear"))].split()
@@ -165,7 +167,7 @@ def test_vs_base_is_the_ratio_of_the_medians_shown():
     spec = scenarios.plan_clear(["2M"], "64M", loops=2)
     samples = {("2M", "lazy", "7.3", "clear-base", "default"): entry([1.0, 3.0]),
                ("2M", "lazy", "7.3", "clear", "stream"): entry([4.0, 4.0])}
-    ours = next(r for r in clear.runs_table(samples, [spec])
+    ours = next(r for r in clearing.runs_table(samples, [spec])
                 if r["kernel"] == "clear")
     assert ours["vs_base"]["speedup"] == pytest.approx(
         ours["median_gbps"] / 2.0) == pytest.approx(2.0)
@@ -173,11 +175,11 @@ def test_vs_base_is_the_ratio_of_the_medians_shown():
 
 def test_default_kernels_are_stock_on_every_base_and_ours_on_the_last():
     b612, b73 = bases.BASES["6.12"], bases.BASES["7.3"]
-    assert clear.kernel_pairs(None, [b612, b73]) == [
+    assert clearing.kernel_pairs(None, [b612, b73]) == [
         (b612, "clear-base"), (b73, "clear-base"), (b73, "clear")]
-    assert clear.kernel_pairs(None, [b73]) == [(b73, "clear-base"),
+    assert clearing.kernel_pairs(None, [b73]) == [(b73, "clear-base"),
                                                (b73, "clear")]
-    assert clear.kernel_pairs(["clear"], [b612, b73]) == [
+    assert clearing.kernel_pairs(["clear"], [b612, b73]) == [
         (b612, "clear"), (b73, "clear")]
 
 
@@ -189,14 +191,14 @@ def target(base, variant):
 
 def test_a_boot_with_missing_results_is_an_error():
     spec = scenarios.plan_clear(["2M", "1G"], "1G", loops=2)
-    run = clear.ClearRun(bench=[{"page": "2M", "method": "cached",
+    run = clearing.ClearRun(bench=[{"page": "2M", "method": "cached",
                                  "bytes": "1", "ns": "1"}],
                          latency=[], zero=[], rule=None, preempt="none")
     with pytest.raises(ZdinitError, match="1 bench results, expected 8"):
-        clear.check_run(spec, run, "test", target("6.12", "clear"), "none", 2)
+        clearing.check_run(spec, run, "test", target("6.12", "clear"), "none", 2)
 
 
-def bench_lines(pages, methods, share, perf_functions=clear.PERF_FUNCTIONS):
+def bench_lines(pages, methods, share, perf_functions=clearing.PERF_FUNCTIONS):
     lines = []
     for page in pages:
         for method in methods:
@@ -213,18 +215,18 @@ def test_perf_results_are_parsed_and_counted():
     spec = scenarios.plan_clear(["2M", "1G"], "1G", loops=2)
     log = "[    1.0] @@zdinit clear-preempt model=lazy\n" + bench_lines(
         ["2M", "1G"], ["cached", "stream"], 2)
-    run = clear.parse_run(log)
+    run = clearing.parse_run(log)
     assert run.preempt == "lazy" and len(run.perf) == 16
     samples = {}
-    clear.check_run(spec, run, "test", target("7.3", "clear"), "lazy", 2)
-    clear.collect(samples, spec, run, target("7.3", "clear"))
+    clearing.check_run(spec, run, "test", target("7.3", "clear"), "lazy", 2)
+    clearing.collect(samples, spec, run, target("7.3", "clear"))
     e = samples[("1G", "lazy", "7.3", "clear", "stream")]
     assert e["perf"] == {"demand": [2.5, 2.5], "populate": [2.5, 2.5]}
     # A perf line missing (perf failed in one loop) is an error.
-    short = clear.parse_run(log.rsplit("\n", 1)[0])
+    short = clearing.parse_run(log.rsplit("\n", 1)[0])
     with pytest.raises(ZdinitError, match="15 perf bench results, "
                        "expected 16"):
-        clear.check_run(spec, short, "test", target("7.3", "clear"), "lazy", 2)
+        clearing.check_run(spec, short, "test", target("7.3", "clear"), "lazy", 2)
 
 
 @pytest.mark.parametrize("reported,ok", [("full", True), ("lazy", False),
@@ -234,18 +236,18 @@ def test_a_run_on_another_model_than_asked_fails(monkeypatch, reported, ok):
     be labelled none."""
     line = "" if reported is None else \
         f"@@zdinit clear-preempt model={reported}\n"
-    monkeypatch.setattr(clear.qemu, "boot", lambda *a, **k: type(
+    monkeypatch.setattr(clearing.qemu, "boot", lambda *a, **k: type(
         "R", (), {"log": line})())
     target = type("T", (), {"kernel": type("K", (), {"variant": "clear"}),
                             "initrd": None, "strategies": ("cached",)})
     spec = scenarios.plan_clear(["2M"], "64M")
     if ok:
-        assert clear.boot(target, spec, "clear-zero", "full", "tcg", None,
+        assert clearing.boot(target, spec, "clear-zero", "full", "tcg", None,
                           "test").preempt == "full"
         return
     with pytest.raises(ZdinitError, match="test: the kernel runs preempt="
                        f"{reported or '.not reported.'}, not the full"):
-        clear.boot(target, spec, "clear-zero", "full", "tcg", None, "test")
+        clearing.boot(target, spec, "clear-zero", "full", "tcg", None, "test")
 
 
 @pytest.fixture(scope="module")
@@ -294,22 +296,22 @@ def test_memory_check_uses_the_guest_size(monkeypatch):
     monkeypatch.setattr(qemu, "mem_available", lambda: 6 * G)
 
     def check_resources(spec, variants):
-        runner.check_resources([(families.CLEARING, spec)], variants)
+        loop.check_resources([(registry.CLEARING, spec)], variants)
 
     check_resources(scenarios.plan_clear(["2M"], "2G"), ["clear"])
     with pytest.raises(ZdinitError, match="use a smaller --size"):
         check_resources(scenarios.plan_clear(["2M"], "4G"), ["clear"])
     # A KMSAN guest needs three times the memory.
     spec = scenarios.plan_clear(["2M"], "512M")
-    assert clear.guest_ram_mb(spec, "clear-kmsan") == \
-        3 * clear.guest_ram_mb(spec, "clear")
+    assert clearing.guest_ram_mb(spec, "clear-kmsan") == \
+        3 * clearing.guest_ram_mb(spec, "clear")
     check_resources(spec, ["clear"])
     with pytest.raises(ZdinitError, match="for kernel 'clear-kmsan'"):
         check_resources(spec, ["clear", "clear-kmsan"])
 
 
 def test_broken_series_is_the_clear_series_plus_one_test_patch():
-    from zdinit import build
+    from zdinit.kernel import build
     clear_series = build.stack_patches(BASE, "clear")
     broken = build.variant_patches("clear-broken", BASE)
     assert broken[:-1] == clear_series
@@ -317,7 +319,7 @@ def test_broken_series_is_the_clear_series_plus_one_test_patch():
 
 
 def test_kmsan_kernels_build_with_clang():
-    from zdinit import build
+    from zdinit.kernel import build
     assert build.compiler(build.VARIANTS["clear-kmsan"].fragments) == "clang"
     assert build.compiler(build.VARIANTS["clear-debug"].fragments) == "gcc"
     assert "CC=ccache clang" in build.make_cmd("t", "o", "bzImage", cc="clang")
@@ -327,35 +329,35 @@ def test_kmsan_kernels_build_with_clang():
 
 
 def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
-    record = json.loads(clear.STOCK_SELFTESTS.read_text())["6.12"]
+    record = json.loads(clearing.STOCK_SELFTESTS.read_text())["6.12"]
     names = tuple(record["none"])
     for model in ("none", "full"):
         assert sorted(record[model]) == sorted(names)
         assert set(names) <= set(initramfs.HUGE_SELFTESTS)
-    monkeypatch.setattr(clear, "base_selftests", lambda base: names)
+    monkeypatch.setattr(clearing, "base_selftests", lambda base: names)
     live = {"none": {"clear": json.loads(json.dumps(record["none"]))}}
     booted = []
 
     def outcomes(preempt, kernels, base):
         booted.extend(kernels)
         return live
-    monkeypatch.setattr(clear, "selftest_outcomes", outcomes)
-    lines = clear.check_selftests_against_record(["none"], BASE)
+    monkeypatch.setattr(clearing, "selftest_outcomes", outcomes)
+    lines = clearing.check_selftests_against_record(["none"], BASE)
     assert len(lines) == len(names)
     assert booted == ["clear"]     # stock is not built or booted
     # One test failing where stock passed, or the reverse, is an error.
     name = names[0]
     live["none"]["clear"][name][0] = "1" if record["none"][name][0] == "0" else "0"
     with pytest.raises(ZdinitError, match=f"selftest {name} preempt=none"):
-        clear.check_selftests_against_record(["none"], BASE)
+        clearing.check_selftests_against_record(["none"], BASE)
     with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=voluntary"):
-        clear.check_selftests_against_record(["voluntary"], BASE)
+        clearing.check_selftests_against_record(["voluntary"], BASE)
     # A selftest the record does not have is refused before any boot.
     booted.clear()
-    monkeypatch.setattr(clear, "base_selftests",
+    monkeypatch.setattr(clearing, "base_selftests",
                         lambda base: names + ("new_test",))
     with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=none"):
-        clear.check_selftests_against_record(["none"], BASE)
+        clearing.check_selftests_against_record(["none"], BASE)
     assert booted == []
 
 
@@ -366,9 +368,9 @@ def test_recording_one_model_keeps_the_others(monkeypatch, tmp_path):
                                   "7.3": {"full": {"t": ["0", "d", ""]}}}))
     live = {"full": {"clear-base": {"t": ["1", "c", ""]},
                      "clear": {"t": ["1", "c", ""]}}}
-    monkeypatch.setattr(clear, "selftest_outcomes", lambda preempt, k, b: live)
+    monkeypatch.setattr(clearing, "selftest_outcomes", lambda preempt, k, b: live)
     monkeypatch.setattr(initramfs, "HUGE_SELFTESTS", ("t",))
-    clear.check_selftests(["full"], BASE, record=record)
+    clearing.check_selftests(["full"], BASE, record=record)
     assert json.loads(record.read_text()) == {
         "6.12": {"none": {"t": ["0", "a", ""]}, "full": {"t": ["1", "c", ""]}},
         "7.3": {"full": {"t": ["0", "d", ""]}}}
@@ -395,19 +397,19 @@ def test_a_selftest_only_one_kernel_ran_is_an_error():
     same = {"cow": ("0", "pass:1", "")}
     with pytest.raises(ZdinitError, match="selftest gup preempt=full: "
                        "clear .* differs from clear-base None"):
-        clear.same_selftest_outcomes(
+        clearing.same_selftest_outcomes(
             {"clear-base": same, "clear": dict(same, gup=("0", "", ""))},
             "full")
 
 
 def test_a_selftest_that_differs_from_stock_is_an_error():
     same = {name: ("0", "pass:1", "") for name in initramfs.HUGE_SELFTESTS}
-    lines = clear.same_selftest_outcomes(
+    lines = clearing.same_selftest_outcomes(
         {"clear-base": same, "clear": dict(same)}, "none")
     assert len(lines) == len(initramfs.HUGE_SELFTESTS)
     worse = dict(same, cow=("1", "pass:433,fail:1", "cow_test;"))
     with pytest.raises(ZdinitError, match="selftest cow preempt=full: clear"):
-        clear.same_selftest_outcomes({"clear-base": same, "clear": worse}, "full")
+        clearing.same_selftest_outcomes({"clear-base": same, "clear": worse}, "full")
 
 
 def test_resummarize_puts_back_what_the_samples_give():
@@ -421,7 +423,7 @@ def test_resummarize_puts_back_what_the_samples_give():
         ("2M", "none", "6.12", "clear", "stream"): entry(
             [2.0] * 3, wait, demand=[0.5, 0.7, 0.6]),
     }
-    fresh = clear.runs_table(samples, [spec])
+    fresh = clearing.runs_table(samples, [spec])
     stale = [dict(r) for r in fresh]
     ours, stock = (next(r for r in stale if r["kernel"] == kernel)
                    for kernel in ("clear", "clear-base"))
@@ -430,6 +432,6 @@ def test_resummarize_puts_back_what_the_samples_give():
                 vs_base={"speedup": 1.5, "ci95": [1.0, 2.0]},
                 perf={"demand": dict(ours["perf"]["demand"],
                                      median_gbps=7.0)})
-    again = clear.resummarize(stale)
+    again = clearing.resummarize(stale)
     assert again == fresh
     assert [list(r) for r in again] == [list(r) for r in fresh]

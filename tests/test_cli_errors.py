@@ -14,7 +14,10 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import bases, build, cli, qemu, scenarios
+from zdinit import cli
+from zdinit.families import scenarios
+from zdinit.kernel import bases, build
+from zdinit.vm import qemu
 from zdinit.errors import UsageError
 
 
@@ -173,7 +176,7 @@ def test_host_memory_is_checked_before_the_lock(tmp_path, monkeypatch,
         holder.wait()
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "GiB of host memory and 23.0 GiB is " \
-        f"available" in lines[0] and f"at {args[-1]} " in lines[0] and \
+        "available" in lines[0] and f"at {args[-1]} " in lines[0] and \
         "use a smaller --size" in lines[0], lines
 
 
@@ -271,13 +274,13 @@ def test_bench_refuses_a_bad_thread_count_before_work(tmp_path):
 
 
 def test_too_big_for_host_memory_is_refused(monkeypatch):
-    from zdinit import families, runner, scenarios
+    from zdinit.families import loop, registry, scenarios
     from zdinit.errors import ZdinitError
 
     monkeypatch.setattr(qemu, "mem_available", lambda: 4 << 30)
     spec, = scenarios.plan(["fsdax-mem"], size="256G")
     with pytest.raises(ZdinitError, match="host memory.*smaller --size"):
-        runner.check_resources([(families.REBIND, spec)], ["base"])
+        loop.check_resources([(registry.REBIND, spec)], ["base"])
 
 
 def test_a_base_without_the_series_is_refused_before_any_build(tmp_path):

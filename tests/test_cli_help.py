@@ -2,7 +2,8 @@
 changing the constant changes both, so they cannot drift apart."""
 import pytest
 
-from zdinit import cli, scenarios
+from zdinit import cli
+from zdinit.families import scenarios
 from zdinit.errors import UsageError
 
 

@@ -6,7 +6,9 @@ import types
 import pytest
 
 from conftest import ROOT
-from zdinit import bases, build, hotplug, parse, scenarios
+from zdinit.families import onlining, scenarios
+from zdinit.kernel import bases, build
+from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
 BASE = bases.BASES["7.3"]
@@ -19,7 +21,7 @@ def kernel(variant, base=BASE):
     return types.SimpleNamespace(variant=variant, base=base)
 
 
-def console(*lines):
+def hotplug_console(*lines):
     """A hotplug run's console: one step, then the contiguity markers."""
     return "\n".join([
         "@@zdinit start scenario=kmem",
@@ -39,9 +41,9 @@ def test_the_onlining_kernels_count_on_every_base():
         for variant in ("hotplug-base", "patched", "upstream"):
             count = build.variant_patches(variant, base)
             assert any(p.name == COUNT.name for p in count), variant
-            assert hotplug.keeps_contiguity_exact(kernel(variant, base)), \
+            assert onlining.keeps_contiguity_exact(kernel(variant, base)), \
                 (variant, base.name)
-        assert not hotplug.keeps_contiguity_exact(kernel("base", base))
+        assert not onlining.keeps_contiguity_exact(kernel("base", base))
 
 
 def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():
@@ -75,7 +77,7 @@ def test_a_base_without_the_check_is_refused_in_one_line(monkeypatch):
 
 
 def test_contiguity_markers_parse():
-    run = parse.parse(console(
+    run = console.parse(hotplug_console(
         "online:movable:1 node=0 zone=Movable flag=1 walk=1"))
     assert run.contiguity == [{"step": "online:movable:1", "node": "0",
                                "zone": "Movable", "flag": "1", "walk": "1"}]
@@ -84,18 +86,18 @@ def test_contiguity_markers_parse():
 
 @pytest.mark.parametrize("exact", [False, True])
 def test_agreeing_zones_pass(exact):
-    run = parse.parse(console(
+    run = console.parse(hotplug_console(
         "boot node=0 zone=DMA32 flag=1 walk=1",
         "offline:movable:1 node=0 zone=Normal flag=0 walk=0"))
-    assert hotplug.contiguity_problem(run, exact) is None
+    assert onlining.contiguity_problem(run, exact) is None
 
 
 @pytest.mark.parametrize("exact", [False, True])
 def test_a_flag_set_over_a_hole_always_fails(exact):
-    run = parse.parse(console(
+    run = console.parse(hotplug_console(
         "boot node=0 zone=DMA32 flag=1 walk=1",
         "failed-online:movable:1 node=0 zone=Movable flag=1 walk=0"))
-    assert hotplug.contiguity_problem(run, exact) == (
+    assert onlining.contiguity_problem(run, exact) == (
         "zone Movable of node 0 after failed-online:movable:1: marked "
         "contiguous, the walk finds a hole")
 
@@ -103,37 +105,37 @@ def test_a_flag_set_over_a_hole_always_fails(exact):
 def test_a_stale_clear_flag_fails_the_exact_kernel_only():
     """Unpatched onlining leaves the flag clear where the walk, once the
     range is online, finds no hole: allowed there, not for the counter."""
-    run = parse.parse(console(
+    run = console.parse(hotplug_console(
         "online:movable:1 node=0 zone=Movable flag=0 walk=1"))
-    assert hotplug.contiguity_problem(run, exact=False) is None
-    assert hotplug.contiguity_problem(run, exact=True) == (
+    assert onlining.contiguity_problem(run, exact=False) is None
+    assert onlining.contiguity_problem(run, exact=True) == (
         "zone Movable of node 0 after online:movable:1: not marked "
         "contiguous, the walk finds no hole")
 
 
 def test_no_report_fails():
-    assert hotplug.contiguity_problem(parse.parse(console()), False) == \
+    assert onlining.contiguity_problem(console.parse(hotplug_console()), False) == \
         "the guest reported no zone contiguity"
 
 
 def test_check_run_fails_in_one_line_naming_zone_and_step():
     spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
-    run = parse.parse(console(
+    run = console.parse(hotplug_console(
         "offline:normal:1 node=0 zone=Normal flag=0 walk=1"))
     with pytest.raises(ZdinitError, match=r"^kmem hotplug-base: zone "
                        r"Normal of node 0 after offline:normal:1: not "
                        r"marked contiguous, the walk finds no hole$"):
-        hotplug.check_run(spec, run, "kmem hotplug-base", timed=False,
+        onlining.check_run(spec, run, "kmem hotplug-base", timed=False,
                           contiguity=True)
 
 
 def test_boot_params_ask_the_guest_for_the_check():
-    from zdinit import bench
+    from zdinit.families import rebind
     spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
     for contiguity in (False, True):
-        target = bench.Target(kernel("hotplug-base"), None, ("default",),
+        target = rebind.Target(kernel("hotplug-base"), None, ("default",),
                               contiguity=contiguity)
-        params = bench.boot_params(spec, target, 1, False, spec.aligns)
+        params = rebind.boot_params(spec, target, 1, False, spec.aligns)
         assert params["contiguity"] == int(contiguity)
 
 

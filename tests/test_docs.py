@@ -9,7 +9,8 @@ import shlex
 import pytest
 
 from conftest import ROOT
-from zdinit import cli, docnumbers, docs
+from zdinit import cli, paths
+from zdinit.results import docnumbers, docs
 from zdinit.errors import UsageError
 
 PAGES = docs.pages()
@@ -29,12 +30,12 @@ def test_every_table_is_what_its_run_renders():
 def fake_run(tmp_path, monkeypatch, command, rev):
     run = tmp_path / "run"
     run.mkdir()
-    src = json.loads((docs.RESULTS / "bench-100g-7.3" / "results.json")
+    src = json.loads((paths.COMMITTED_RESULTS / "bench-100g-7.3" / "results.json")
                      .read_text())
     src["command"] = command
     src["env"]["project_rev"] = rev
     (run / "results.json").write_text(json.dumps(src))
-    monkeypatch.setattr(docs, "RESULTS", tmp_path)
+    monkeypatch.setattr(paths, "COMMITTED_RESULTS", tmp_path)
     return "run bench"
 
 
@@ -198,7 +199,7 @@ def test_a_bogus_command_is_caught():
 
 def test_every_harness_module_is_in_the_layout():
     readme = text(ROOT / "README.md")
-    missing = [m.stem for m in sorted((ROOT / "zdinit").glob("*.py"))
+    missing = [m.stem for m in sorted((ROOT / "zdinit").rglob("*.py"))
                if not m.stem.startswith("__") and f"`{m.stem}`" not in readme]
     assert not missing, f"modules missing from README's layout: {missing}"
 
@@ -210,7 +211,7 @@ def test_docs_command_checks_then_renders(tmp_path, monkeypatch, capsys):
     page = text(ROOT / "README.md")
     edited = re.sub(r"\| (\d+)\.(\d\d)x", r"| \g<1>.9\2x", page, count=1)
     (tmp_path / "README.md").write_text(edited)
-    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     assert cli.main(["docs", "--check"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "differ from what their runs render in " \
@@ -229,7 +230,7 @@ def test_docs_check_reports_a_prose_number_no_run_backs(tmp_path,
     edited = page.replace("36 min 11 s", "39 min 11 s", 1)
     assert edited != page
     (tmp_path / "README.md").write_text(edited)
-    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
     assert cli.main(["docs", "--check"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "'39 min 11 s'" in err[0], err
@@ -242,22 +243,22 @@ def test_docs_check_reports_a_prose_number_no_run_backs(tmp_path,
 def committed_copy(tmp_path, monkeypatch, run, edit=None):
     """docs/results/RUN (results.json, table.py) copied to a results
     directory docs reads instead, the results passed through edit()."""
-    results = json.loads((docs.RESULTS / run / "results.json").read_text())
+    results = json.loads((paths.COMMITTED_RESULTS / run / "results.json").read_text())
     if edit:
         edit(results)
     copy = tmp_path / "results" / run
     copy.mkdir(parents=True)
     (copy / "results.json").write_text(json.dumps(results, indent=1))
-    script = docs.RESULTS / run / "table.py"
+    script = paths.COMMITTED_RESULTS / run / "table.py"
     if script.is_file():
         (copy / "table.py").write_text(script.read_text())
-    monkeypatch.setattr(docs, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(paths, "COMMITTED_RESULTS", tmp_path / "results")
 
 
 def pages_without_tables(tmp_path, monkeypatch):
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("No tables.\n")
-    monkeypatch.setattr(docs, "ROOT", tmp_path)
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
 
 
 def one_error_line(capsys):

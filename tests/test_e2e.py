@@ -14,8 +14,11 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import (bases, build, cache, clear, cli, initramfs, qemu,
-                    scenarios, selftest, series)
+from zdinit import cache, cli
+from zdinit.checks import memmap_equality
+from zdinit.families import clearing, scenarios
+from zdinit.kernel import bases, build, initramfs, series
+from zdinit.vm import qemu
 from zdinit.errors import ZdinitError
 
 pytestmark = pytest.mark.e2e
@@ -213,7 +216,7 @@ def test_upstreams_method_runs_every_scenario_of_the_bench():
 
 def test_auto_streams_once_the_struct_pages_written_reach_the_guest_llc(
         small_bench):
-    """auto takes the store rule's strategy (zdinit/store_rule.py) for the
+    """auto takes the store rule's strategy (zdinit/kernel/store_rule.py) for the
     struct pages each range writes and the LLC the guest lists, wherever
     the memmap lives, and cached copies with vmemmap tail reuse; at 4G
     both sides of the rule are taken (under TCG's 16 MiB L3 devdax-mem,
@@ -280,10 +283,10 @@ def test_the_onlined_memory_check_catches_a_broken_onlining_path(mutant,
     (tests/data/onlining-mutants/) fails the memmap equality check of
     onlined memory, whether or not the kernel also notices."""
     target = cli.prepare_target(f"onlining-{mutant}", bases.BASES[HOME],
-                                selftest.HOTPLUG_STRATEGIES)
+                                memmap_equality.HOTPLUG_STRATEGIES)
     with pytest.raises(ZdinitError, match="selftest hotplug: (memmap "
                        "verification failed|kernel reported)"):
-        selftest.run_hotplug_verify(target, "tcg", tmp_path)
+        memmap_equality.run_hotplug_verify(target, "tcg", tmp_path)
 
 
 def test_guest_failure_reports_the_log_tail(tmp_path):
@@ -374,9 +377,9 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
     out = zdinit("clear-check", "--size", "1G", "--rounds", "2",
                  "--base", CLEAR_BASE.name).stdout
     assert_read_back_zero(out, ("none", "full"))
-    lines = "\n".join(clear.check_selftests_against_record(
+    lines = "\n".join(clearing.check_selftests_against_record(
         ["none"], CLEAR_BASE))
-    for name in clear.base_selftests(CLEAR_BASE):
+    for name in clearing.base_selftests(CLEAR_BASE):
         assert f"selftest {name} preempt=none: exit" in lines, lines
 
 
@@ -384,11 +387,11 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
 def test_stock_selftest_record_is_what_stock_does():
     """Boot stock and the series on both models: the series matches stock,
     and stock still gives the outcomes make test compares against."""
-    outcomes = clear.selftest_outcomes(["none", "full"],
+    outcomes = clearing.selftest_outcomes(["none", "full"],
                                        ["clear-base", "clear"], CLEAR_BASE)
-    record = json.loads(clear.STOCK_SELFTESTS.read_text())[CLEAR_BASE.name]
+    record = json.loads(clearing.STOCK_SELFTESTS.read_text())[CLEAR_BASE.name]
     for model, outcome in outcomes.items():
-        clear.same_selftest_outcomes(outcome, model)
+        clearing.same_selftest_outcomes(outcome, model)
         assert outcome["clear-base"] == record[model], (model, outcome)
 
 
@@ -397,7 +400,7 @@ def test_zero_check_catches_a_broken_clear():
     """The same check on a kernel that skips one page of the neighbourhood."""
     spec = scenarios.plan_clear(["2M"], "64M", preempt=["none"])
     with pytest.raises(ZdinitError, match="non-zero words in 2M pages"):
-        clear.check_zero(spec, 2, "clear-broken", CLEAR_BASE)
+        clearing.check_zero(spec, 2, "clear-broken", CLEAR_BASE)
 
 
 @pytest.mark.full
@@ -420,16 +423,16 @@ def test_zero_check_catches_a_broken_clear_on_7_3():
     spec = scenarios.plan_clear(["2M"], "64M", preempt=["full"],
                                 on_bases=[base])
     with pytest.raises(ZdinitError, match="non-zero words in 2M pages"):
-        clear.check_zero(spec, 2, "clear-broken", base)
+        clearing.check_zero(spec, 2, "clear-broken", base)
 
 
 @pytest.mark.full
 def test_7_3_selftests_match_the_stock_record():
     """The series on 7.3 passes and fails the hugetlb/THP selftests as
     stock 7.3's recorded outcomes, on both of its models."""
-    lines = "\n".join(clear.check_selftests_against_record(
+    lines = "\n".join(clearing.check_selftests_against_record(
         ["lazy", "full"], bases.BASES["7.3"]))
-    for name in clear.base_selftests(bases.BASES["7.3"]):
+    for name in clearing.base_selftests(bases.BASES["7.3"]):
         assert f"selftest {name} preempt=lazy: exit" in lines, lines
 
 
@@ -449,7 +452,7 @@ def test_clear_bench_across_bases_with_perf():
         for page in ("2M", "1G")}
     for r in results["runs"]:
         assert r["preempt"] == "full" and r["n"] == 1
-        for function in clear.PERF_FUNCTIONS:
+        for function in clearing.PERF_FUNCTIONS:
             assert r["perf"][function]["n"] == 1
             assert r["perf"][function]["median_gbps"] > 0
     summary = (ROOT / "results/latest/summary.md").read_text()

@@ -4,8 +4,10 @@ import types
 
 import pytest
 
-from zdinit import (bases, bench, build, families, hotplug, parse, report,
-                    runner, scenarios)
+from zdinit.families import loop, onlining, rebind, registry, scenarios
+from zdinit.kernel import bases, build
+from zdinit.results import report
+from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
 BASE = bases.BASES[bases.DEFAULT]
@@ -34,36 +36,36 @@ def test_patch_formats_parse(base):
     has no set_zone_contiguous field: the memmap part parses and no such
     metric is made up for it."""
     move_fmt, online_fmt = patch_formats(base)
-    move = parse.parse_move("[   3.1] " + kernel_printf(
+    move = console.parse_move("[   3.1] " + kernel_printf(
         move_fmt, "move_pfn_range_to_zone", 32768, "Movable", 1234))
-    assert move == parse.MoveTiming(32768, "Movable", 1234, None)
-    step = parse.Step({"phase": "online"}, [], [], [], moves=[move])
-    metrics = hotplug.step_metrics(step)
+    assert move == console.MoveTiming(32768, "Movable", 1234, None)
+    step = console.Step({"phase": "online"}, [], [], [], moves=[move])
+    metrics = onlining.step_metrics(step)
     assert metrics["memmap_init_range"] == 1.234
     assert "set_zone_contiguous" not in metrics
-    online = parse.parse_online(kernel_printf(
+    online = console.parse_online(kernel_printf(
         online_fmt, "online_pages", 32768, 2000, 1300, 4, 500, 90, 100, 6))
     assert online.pages == 32768 and online.total_us == 2000
     assert list(online.parts.values()) == [1300, 4, 500, 90, 100, 6]
-    assert list(online.parts) == list(parse.ONLINE_PARTS)
+    assert list(online.parts) == list(console.ONLINE_PARTS)
 
 
 def test_a_move_line_with_the_walk_parses_its_time():
     """Consoles of kernels that still walked (the series before it counted
     pages, as captured in tests/data) give set_zone_contiguous its time."""
-    move = parse.parse_move("[   3.1] move_pfn_range_to_zone 32768 pages "
+    move = console.parse_move("[   3.1] move_pfn_range_to_zone 32768 pages "
                             "to Movable: memmap_init_range 1234us, "
                             "set_zone_contiguous 56us")
-    assert move == parse.MoveTiming(32768, "Movable", 1234, 56)
+    assert move == console.MoveTiming(32768, "Movable", 1234, 56)
 
 
 def test_online_parts_are_the_reports():
-    assert report.ONLINE_PARTS == parse.ONLINE_PARTS
+    assert report.ONLINE_PARTS == console.ONLINE_PARTS
 
 
 def test_other_lines_do_not_parse():
-    assert parse.parse_online("online_pages [mem 0x1-0x2] failed") is None
-    assert parse.parse_move("memmap_init_zone_device initialised 1 pages "
+    assert console.parse_online("online_pages [mem 0x1-0x2] failed") is None
+    assert console.parse_move("memmap_init_zone_device initialised 1 pages "
                             "in 1us") is None
 
 
@@ -120,8 +122,8 @@ def spec(n=1):
 
 @pytest.mark.parametrize("mom", ["N", "Y"])
 def test_check_run_accepts_a_complete_run(mom):
-    run = parse.parse(guest_log(mom=mom))
-    hotplug.check_run(spec(), run, "kmem", timed=True)
+    run = console.parse(guest_log(mom=mom))
+    onlining.check_run(spec(), run, "kmem", timed=True)
     first = run.steps[1]
     assert first.wall == {"us": 10000}
     assert len(first.onlines) == 4
@@ -129,10 +131,10 @@ def test_check_run_accepts_a_complete_run(mom):
 
 
 def test_check_run_without_timing_lines_needs_only_walls():
-    hotplug.check_run(spec(), parse.parse(guest_log(timed=False)), "kmem",
+    onlining.check_run(spec(), console.parse(guest_log(timed=False)), "kmem",
                       timed=False)
     with pytest.raises(ZdinitError, match="0 online_pages timing lines for 4"):
-        hotplug.check_run(spec(), parse.parse(guest_log(timed=False)), "kmem",
+        onlining.check_run(spec(), console.parse(guest_log(timed=False)), "kmem",
                           timed=True)
 
 
@@ -151,21 +153,21 @@ def test_check_run_rejects(old, new, why):
     text = guest_log()
     assert old in text
     with pytest.raises(ZdinitError, match=why):
-        hotplug.check_run(spec(), parse.parse(text.replace(old, new, 1)),
+        onlining.check_run(spec(), console.parse(text.replace(old, new, 1)),
                           "kmem", timed=True)
 
 
 def test_check_run_counts_the_cycles():
     with pytest.raises(ZdinitError, match="2 online steps, expected 3 x 2"):
-        hotplug.check_run(spec(n=3), parse.parse(guest_log(n=1)), "kmem",
+        onlining.check_run(spec(n=3), console.parse(guest_log(n=1)), "kmem",
                           timed=True)
 
 
 def test_samples_and_tables():
     samples = {}
     for kernel in ("base", "patched"):
-        run = parse.parse(guest_log(n=3, mom="Y", timed=kernel == "patched"))
-        hotplug.collect(samples, spec(3), run, kernel, first_round=True)
+        run = console.parse(guest_log(n=3, mom="Y", timed=kernel == "patched"))
+        onlining.collect(samples, spec(3), run, kernel, first_round=True)
     # The first onlining after the add is the "first" column, not a sample.
     memmap = samples[("kmem", "movable mom: memmap_init_range", "patched",
                       "default")]
@@ -182,7 +184,7 @@ def test_samples_and_tables():
     assert samples[("kmem", "add mom: add wall", "base",
                     "default")]["samples_ms"] == [9.0]
 
-    runs = bench.runs_table(samples, [spec(3)])
+    runs = rebind.runs_table(samples, [spec(3)])
     wall = next(r for r in runs if r["kernel"] == "patched"
                 and r["variant"] == "movable mom" and r["metric"] == "online wall")
     assert wall["align"] is None and wall["median_ms"] == 10.0
@@ -205,7 +207,7 @@ def test_samples_and_tables():
     base = next(r for r in breakdown if r[:2] == ["kmem movable mom", "base"])
     assert base[header.index("online_pages")] == "-"
     assert "### onlining, median ms (share of the online wall time)" in \
-        families.summary_md(
+        registry.summary_md(
         {"env": {"accel": "tcg", "accel_reason": "x", "kernels": {},
                  "host_cpu": "x", "host_cpus": 2, "host_kernel": "x",
                  "qemu": "x", "project_rev": "x"},
@@ -224,9 +226,9 @@ def test_boot_params_of_a_hotplug_scenario(monkeypatch):
     import types
 
     def params(variant):
-        target = bench.Target(types.SimpleNamespace(variant=variant, base=BASE), None,
+        target = rebind.Target(types.SimpleNamespace(variant=variant, base=BASE), None,
                               ("auto", "slow"))
-        return bench.boot_params(spec(), target, 2, False, ("2M",))
+        return rebind.boot_params(spec(), target, 2, False, ("2M",))
 
     p = params("patched")
     assert p["strategies"] == "default"
@@ -240,7 +242,7 @@ def test_boot_params_of_a_hotplug_scenario(monkeypatch):
 
 
 def test_virtio_mem_device_on_the_qemu_command_line():
-    from zdinit import qemu
+    from zdinit.vm import qemu
     cmd = " ".join(qemu._base_cmd("tcg", 1024, [], virtio_mem=16 << 30))
     assert "virtio-mem-pci,id=vm0,memdev=vmem0,requested-size=17179869184" in cmd
     # maxmem covers boot RAM, the device and slack.
@@ -258,9 +260,9 @@ def real(name):
     ("virtio-mem-patched.log", "virtio-mem", 8),
 ])
 def test_real_logs(log, scenario, blocks):
-    run = parse.parse(real(log))
+    run = console.parse(real(log))
     plan = scenarios.plan([scenario], size="1G", n=1)[0]
-    hotplug.check_run(plan, run, scenario, timed=True)
+    onlining.check_run(plan, run, scenario, timed=True)
     assert int(run.hotplug["blocks"]) == blocks
     online = [s for s in run.steps if s.labels["phase"] in ("first", "online")]
     assert len(online) == 3
@@ -269,10 +271,10 @@ def test_real_logs(log, scenario, blocks):
         # The kernel's parts add up to its total, to rounding.
         for line in step.onlines:
             assert abs(sum(line.parts.values()) - line.total_us) <= 6
-        metrics = hotplug.step_metrics(step)
+        metrics = onlining.step_metrics(step)
         assert 0 < metrics["memmap_init_range"] < metrics["online_pages"] \
             < metrics["online wall"]
-    before = [hotplug.moves_before_online(step) for step in online]
+    before = [onlining.moves_before_online(step) for step in online]
     if run.hotplug["mom"] == "Y":
         # memmap_on_memory: each block's own memmap pages first.
         assert [m.pages for m in online[0].moves[:2]] == [512, 32256]
@@ -284,9 +286,9 @@ def test_real_logs(log, scenario, blocks):
 def test_real_log_missing_a_block_is_rejected():
     text = real("kmem-mom-patched.log")
     line = next(l for l in text.splitlines() if "online_pages 32256" in l)
-    run = parse.parse(text.replace(line + "\n", "", 1))
+    run = console.parse(text.replace(line + "\n", "", 1))
     with pytest.raises(ZdinitError, match="6 online_pages timing lines for 7"):
-        hotplug.check_run(scenarios.plan(["kmem"], size="1G", n=1)[0], run,
+        onlining.check_run(scenarios.plan(["kmem"], size="1G", n=1)[0], run,
                           "kmem", timed=True)
 
 
@@ -296,7 +298,7 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
     import contextlib
     import types
     from conftest import DATA
-    from zdinit import qemu
+    from zdinit.vm import qemu
 
     logs = {("fsdax-dev", "base"): "fsdax-dev-base.log",
             ("kmem", "patched"): "kmem-mom-patched.log",
@@ -317,12 +319,12 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
     monkeypatch.setattr(qemu, "SparseImage", fake_image)
 
     def target(variant):
-        return bench.Target(types.SimpleNamespace(variant=variant, base=BASE), None,
+        return rebind.Target(types.SimpleNamespace(variant=variant, base=BASE), None,
                             ("default",) if variant == "base" else ("auto",))
 
     def run(targets, specs):
-        plan = [(families.of_spec(spec), spec) for spec in specs]
-        samples = runner.run(plan, targets, 1, "tcg", tmp_path)
+        plan = [(registry.of_spec(spec), spec) for spec in specs]
+        samples = loop.run(plan, targets, 1, "tcg", tmp_path)
         return {k: v for family in samples.values() for k, v in family.items()}
 
     samples = run([target("base")],
@@ -348,7 +350,7 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
 def test_hotplug_base_is_stock_plus_the_timing_patch_and_the_count():
     """On every base the onlining kernel is stock plus the contiguity
     count and the series' timing patch, which applies on it."""
-    from zdinit import build
+    from zdinit.kernel import build
     wanted = ("contiguity-from-a-coun", "memory_hotplug-time")
     for base in bases.BASES.values():
         patches = build.variant_patches("hotplug-base", base)
@@ -360,7 +362,7 @@ def test_hotplug_base_is_stock_plus_the_timing_patch_and_the_count():
     assert build.VARIANTS["hotplug-base"].fragments == ("zdinit",)
 
     def times(variant, base=BASE):
-        return hotplug.times_onlining(
+        return onlining.times_onlining(
             types.SimpleNamespace(variant=variant, base=base))
     assert times("hotplug-base") and times("patched")
     assert times("hotplug-base", bases.BASES["6.12"])
@@ -372,21 +374,21 @@ def test_strategies_online_each_zone_and_key_the_samples():
     """On the patched kernel, --strategies onlines every zone once per
     strategy; the samples are keyed by the strategy onlined with."""
     import types
-    target = bench.Target(types.SimpleNamespace(variant="patched", base=BASE), None,
+    target = rebind.Target(types.SimpleNamespace(variant="patched", base=BASE), None,
                           ("auto",), ("auto", "slow"))
-    assert bench.boot_params(spec(), target, 1, False,
+    assert rebind.boot_params(spec(), target, 1, False,
                              ("2M",))["strategies"] == "auto,slow"
-    run = parse.parse(guest_log(strategies=("auto", "slow")))
-    hotplug.check_run(spec(), run, "kmem", timed=True, strategies=2)
+    run = console.parse(guest_log(strategies=("auto", "slow")))
+    onlining.check_run(spec(), run, "kmem", timed=True, strategies=2)
     with pytest.raises(ZdinitError, match="4 online steps, expected 1 x 2 "
                        "zones x 3 strategies"):
-        hotplug.check_run(spec(), run, "kmem", timed=True, strategies=3)
+        onlining.check_run(spec(), run, "kmem", timed=True, strategies=3)
     samples = {}
-    hotplug.collect(samples, spec(), run, "patched", first_round=True)
+    onlining.collect(samples, spec(), run, "patched", first_round=True)
     memmap = {k[3]: v["samples_ms"] for k, v in samples.items()
               if k[1] == "movable: memmap_init_range"}
     assert memmap == {"auto": [4.004], "slow": [4.404]}
-    rows = report.breakdown_rows(bench.runs_table(samples, [spec()]))
+    rows = report.breakdown_rows(rebind.runs_table(samples, [spec()]))
     assert [r[1] for r in rows if r[0] == "kmem movable"] == [
         "patched auto", "patched slow"]
 
@@ -399,23 +401,23 @@ def test_strategies_online_each_zone_and_key_the_samples():
     (None, "no memmap verification result"),
 ])
 def test_verify_fails_closed(verify, problem):
-    run = parse.parse(guest_log(verify=verify))
+    run = console.parse(guest_log(verify=verify))
     if problem is None:
-        hotplug.check_run(spec(), run, "kmem", timed=True, verify=True)
+        onlining.check_run(spec(), run, "kmem", timed=True, verify=True)
         return
     with pytest.raises(ZdinitError, match=problem):
-        hotplug.check_run(spec(), run, "kmem", timed=True, verify=True)
+        onlining.check_run(spec(), run, "kmem", timed=True, verify=True)
 
 
 def test_selftest_counts_the_onlinings_built_from_templates():
-    from zdinit import selftest
-    run = parse.parse(guest_log(strategies=("auto", "slow", "template")))
+    from zdinit.checks import memmap_equality
+    run = console.parse(guest_log(strategies=("auto", "slow", "template")))
     # first (auto) + 2 zones x (auto, template); slow is not checked.
-    assert selftest.hotplug_checked_pages(run) == 5 * 4 * BLOCK_PAGES
+    assert memmap_equality.hotplug_checked_pages(run) == 5 * 4 * BLOCK_PAGES
 
 
 def test_safety_judges_the_onlining_tracepoint_guard():
-    from zdinit import safety
+    from zdinit.checks import safety
     on = {"name": "hotplug-tracepoint-on", "result": "pass",
           "block_pages": "32768", "events": "65536", "checked": "0"}
     assert safety.judge(on)[0]

@@ -1,6 +1,7 @@
 import pytest
 
-from zdinit import bases, build, kconfig
+from zdinit import paths
+from zdinit.kernel import bases, build, kconfig
 from zdinit.errors import ZdinitError
 
 FRAGMENT = """
@@ -46,10 +47,10 @@ def test_missing_fragment_is_an_error():
 def test_base_additions_follow_their_fragment():
     """6.12's clear additions come right after clear.config; 7.3 has none,
     so CONFIG_PROC_SYSCTL, which 7.3 lacks, is asked of 6.12 alone."""
-    paths = kconfig.fragment_paths(["zdinit", "clear"], bases.get("6.12"))
-    assert [p.relative_to(kconfig.CONFIGS).as_posix() for p in paths] == [
+    found = kconfig.fragment_paths(["zdinit", "clear"], bases.get("6.12"))
+    assert [p.relative_to(paths.CONFIGS).as_posix() for p in found] == [
         "zdinit.config", "clear.config", "linux-6.12/clear.config"]
-    assert kconfig.requested(paths)["CONFIG_PROC_SYSCTL"] == "y"
+    assert kconfig.requested(found)["CONFIG_PROC_SYSCTL"] == "y"
     on_73 = kconfig.requested(
         kconfig.fragment_paths(["zdinit", "clear"], bases.get("7.3")))
     assert "CONFIG_PROC_SYSCTL" not in on_73
@@ -59,9 +60,9 @@ def test_base_additions_follow_their_fragment():
 def test_every_base_addition_names_a_base_and_a_fragment():
     """An addition under a misspelt base or fragment would be silently
     left out of every build."""
-    for path in kconfig.CONFIGS.glob("linux-*/*"):
+    for path in paths.CONFIGS.glob("linux-*/*"):
         assert path.parent.name.removeprefix("linux-") in bases.BASES, path
-        assert (kconfig.CONFIGS / path.name).is_file(), path
+        assert (paths.CONFIGS / path.name).is_file(), path
 
 
 def test_a_misspelt_base_addition_is_still_verified(tmp_path, monkeypatch):
@@ -71,7 +72,7 @@ def test_a_misspelt_base_addition_is_still_verified(tmp_path, monkeypatch):
     (tmp_path / "clear.config").write_text("CONFIG_HUGETLBFS=y\n")
     (tmp_path / "linux-7.3" / "clear.config").write_text(
         "CONFIG_HUGETLBFS_TYPO=y\n")
-    monkeypatch.setattr(kconfig, "CONFIGS", tmp_path)
+    monkeypatch.setattr(paths, "CONFIGS", tmp_path)
     wanted = kconfig.requested(
         kconfig.fragment_paths(["clear"], bases.get("7.3")))
     dotconfig = tmp_path / ".config"
@@ -110,7 +111,7 @@ def test_configuration_is_redone_once_a_patch_defines_an_option(
         return 0.0
 
     monkeypatch.setattr(build.proc, "run_logged", fake_make)
-    monkeypatch.setattr(kconfig, "CONFIGS", tmp_path)
+    monkeypatch.setattr(paths, "CONFIGS", tmp_path)
     (tmp_path / "frag.config").write_text("CONFIG_ZONE_DEVICE=y\n")
 
     def configure(**kw):

@@ -1,5 +1,5 @@
 """zdinit.kunit.judge over kunit.py parse output as 6.12's kunit.py prints it."""
-from zdinit import kunit
+from zdinit.kernel import kunit
 
 # Two suites: judge() must find every one of them.
 SUITES = ("zone_device_memmap", "memory_hotplug_contiguity")

@@ -7,7 +7,8 @@ import subprocess
 
 import pytest
 
-from zdinit import lab, lab_clear
+from zdinit import paths
+from zdinit.lab import clear_stores, memmap_stores
 from zdinit.errors import ZdinitError
 
 
@@ -20,7 +21,7 @@ def cpuinfo_flags():
 
 
 def test_vectors_are_a_real_kernel_capture():
-    text = lab.VECTORS.read_text()
+    text = memmap_stores.VECTORS.read_text()
     assert "captured from a QEMU guest" in text
     fields = dict(line.split(" ", 1) for line in text.splitlines()
                   if line and not line.startswith("#"))
@@ -35,22 +36,22 @@ def test_vectors_are_a_real_kernel_capture():
 
 @pytest.mark.parametrize("sanitized", [False, True], ids=["plain", "asan-ubsan"])
 def test_every_strategy_writes_the_kernels_bytes(sanitized):
-    out = lab.zdlab(["verify", str(lab.VECTORS)], sanitized=sanitized)
+    out = memmap_stores.zdlab(["verify", str(memmap_stores.VECTORS)], sanitized=sanitized)
     m = re.search(r"(\d+) passed, (\d+) failed", out)
     assert m and int(m.group(1)) > 1000 and m.group(2) == "0", out
 
 
 def test_truncated_vectors_are_refused(tmp_path):
-    lines = lab.VECTORS.read_text().splitlines()
+    lines = memmap_stores.VECTORS.read_text().splitlines()
     (tmp_path / "short.txt").write_text("\n".join(lines[:-1]) + "\n")
-    proc = subprocess.run([str(lab.binary()), "verify",
+    proc = subprocess.run([str(memmap_stores.binary()), "verify",
                            str(tmp_path / "short.txt")],
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "cannot read" in proc.stderr
 
 
 def test_dispatcher_matches_cpuinfo():
-    feats = lab.features()
+    feats = memmap_stores.features()
     flags = cpuinfo_flags()
     supported = set(feats["supported"])
     assert ("avx512-vmovntdq" in supported) <= ("avx512f" in flags)
@@ -62,9 +63,9 @@ def test_dispatcher_matches_cpuinfo():
 
 def test_masked_features_are_never_used():
     env = dict(os.environ, ZDLAB_MASK="avx512f,avx2,movdir64b")
-    feats = json.loads(lab.zdlab(["features"], env=env))
+    feats = json.loads(memmap_stores.zdlab(["features"], env=env))
     assert not {"avx512-vmovntdq", "avx2-vmovntdq", "movdir64b"} & set(feats["supported"])
-    out = json.loads(lab.zdlab(["bench", str(lab.VECTORS), "--sizes", "1M",
+    out = json.loads(memmap_stores.zdlab(["bench", str(memmap_stores.VECTORS), "--sizes", "1M",
                                 "--reps", "1", "--strategies",
                                 "avx512-vmovntdq,sse2-movntdq"], env=env))
     by = {r["strategy"]: r for r in out["runs"]}
@@ -75,19 +76,19 @@ def test_masked_features_are_never_used():
 
 
 def test_bad_lab_options_are_one_line_errors():
-    for args, message in [(["bench", str(lab.VECTORS), "--sizes", "0"], "bad size"),
-                          (["bench", str(lab.VECTORS), "--geometry", "3M"], "unknown geometry"),
-                          (["bench", str(lab.VECTORS), "--threads", "0"], "--threads"),
-                          (["bench", str(lab.VECTORS), "--sizes", ","],
+    for args, message in [(["bench", str(memmap_stores.VECTORS), "--sizes", "0"], "bad size"),
+                          (["bench", str(memmap_stores.VECTORS), "--geometry", "3M"], "unknown geometry"),
+                          (["bench", str(memmap_stores.VECTORS), "--threads", "0"], "--threads"),
+                          (["bench", str(memmap_stores.VECTORS), "--sizes", ","],
                            "empty item in list ','"),
-                          (["bench", str(lab.VECTORS), "--sizes", "1M,,2M"],
+                          (["bench", str(memmap_stores.VECTORS), "--sizes", "1M,,2M"],
                            "empty item in list '1M,,2M'"),
-                          (["bench", str(lab.VECTORS), "--states", ""],
+                          (["bench", str(memmap_stores.VECTORS), "--states", ""],
                            "empty item in list ''"),
                           (["clear", "bench", "--extents", ","],
                            "empty item in list ','"),
                           (["verify", "/nonexistent"], "cannot read")]:
-        proc = subprocess.run([str(lab.binary())] + args, capture_output=True,
+        proc = subprocess.run([str(memmap_stores.binary())] + args, capture_output=True,
                               text=True)
         assert proc.returncode == 2
         assert message in proc.stderr and len(proc.stderr.splitlines()) == 1
@@ -96,7 +97,7 @@ def test_bad_lab_options_are_one_line_errors():
 @pytest.mark.parametrize("args", [["--help"], ["-h"], ["help"],
                                   ["clear", "--help"]])
 def test_lab_help_is_usage_on_stdout(args):
-    proc = subprocess.run([str(lab.binary())] + args, capture_output=True,
+    proc = subprocess.run([str(memmap_stores.binary())] + args, capture_output=True,
                           text=True)
     assert proc.returncode == 0 and proc.stderr == ""
     assert proc.stdout.startswith("usage: zdlab ")
@@ -109,12 +110,12 @@ def test_recommendation_finds_the_crossover():
     runs = [run("cold", 1, "template-u64", 10), run("cold", 1, "sse2-movntdq", 12),
             run("cold", 2, "template-u64", 20), run("cold", 2, "sse2-movntdq", 15),
             run("cold", 4, "template-u64", 40), run("cold", 4, "sse2-movntdq", 25)]
-    rec = lab.stream_crossover(runs)["cold"]
+    rec = memmap_stores.stream_crossover(runs)["cold"]
     assert rec["stream_wins_from_bytes"] == 2
     assert rec["best_at_largest"] == "sse2-movntdq"
 
 
-# ---- huge-page clearing (zdlab clear, zdinit/lab_clear.py) ---------------
+# ---- huge-page clearing (zdlab clear, zdinit/lab/clear_stores.py) ---------------
 
 CLEAR_METHODS = {"page-stosb", "page-stosq", "page-movq", "extent-stosb",
                  "extent-stosq", "clzero", "movnti", "sse2-movntdq",
@@ -129,20 +130,20 @@ def verify_counts(out):
 
 @pytest.mark.parametrize("sanitized", [False, True], ids=["plain", "asan-ubsan"])
 def test_every_clearing_method_zeroes_exactly_its_range(sanitized):
-    out = lab.zdlab(["clear", "verify"], sanitized=sanitized)
+    out = memmap_stores.zdlab(["clear", "verify"], sanitized=sanitized)
     passed, failed = verify_counts(out)
     ran = set(out.splitlines()[0].split()[1:])
-    assert ran == set(lab.features()["clear_supported"])
+    assert ran == set(memmap_stores.features()["clear_supported"])
     assert failed == 0 and passed >= 400 * len(ran), out
 
 
 @pytest.mark.parametrize("mutant", ["short", "over"])
 def test_clear_verify_catches_a_broken_method(mutant):
     """lab/Makefile builds SSE2 clearing one line short or one line over."""
-    if "sse2-movntdq" not in lab.features()["clear_supported"]:
+    if "sse2-movntdq" not in memmap_stores.features()["clear_supported"]:
         pytest.skip("no SSE2 streaming stores here")
-    binary = lab.LAB / "build" / f"zdlab-mutant-{mutant}"
-    build = subprocess.run(["make", "-s", "-C", str(lab.LAB),
+    binary = paths.LAB / "build" / f"zdlab-mutant-{mutant}"
+    build = subprocess.run(["make", "-s", "-C", str(paths.LAB),
                             f"build/zdlab-mutant-{mutant}"],
                            capture_output=True, text=True)
     assert build.returncode == 0, build.stderr
@@ -156,7 +157,7 @@ def test_clear_verify_catches_a_broken_method(mutant):
 
 
 def test_dispatcher_offers_clearing_methods_by_cpuinfo():
-    feats = lab.features()
+    feats = memmap_stores.features()
     flags = cpuinfo_flags()
     offered = set(feats["clear_supported"])
     assert offered <= CLEAR_METHODS
@@ -170,11 +171,11 @@ def test_masked_clearing_methods_are_never_run():
     masked = {"clzero", "avx512-vmovntdq", "avx2-vmovntdq", "extent-stosb",
               "page-stosb"}
     env = dict(os.environ, ZDLAB_MASK="clzero,avx512f,avx2,erms")
-    feats = json.loads(lab.zdlab(["features"], env=env))
+    feats = json.loads(memmap_stores.zdlab(["features"], env=env))
     assert not masked & set(feats["clear_supported"])
-    ran = lab.zdlab(["clear", "verify"], env=env).splitlines()[0].split()[1:]
+    ran = memmap_stores.zdlab(["clear", "verify"], env=env).splitlines()[0].split()[1:]
     assert not masked & set(ran)
-    out = json.loads(lab.zdlab(
+    out = json.loads(memmap_stores.zdlab(
         ["clear", "bench", "--extents", "2M", "--region", "4M", "--reps", "1",
          "--states", "cold", "--methods",
          "clzero,avx512-vmovntdq,extent-stosb,extent-stosq"], env=env))
@@ -183,7 +184,7 @@ def test_masked_clearing_methods_are_never_run():
     assert by["avx512-vmovntdq"].get("unsupported") is True
     assert by["extent-stosb"].get("unsupported") is True
     assert by["extent-stosq"]["median_ns"] > 0
-    fault = json.loads(lab.zdlab(
+    fault = json.loads(memmap_stores.zdlab(
         ["clear", "fault", "--methods", "clzero,page-stosq", "--touch", "4K",
          "--pool", "2", "--reps", "1"], env=env))
     assert [r["method"] for r in fault["runs"]
@@ -194,7 +195,7 @@ def test_clear_bench_reports_thp_backing_and_spread():
     enabled = pathlib.Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if not enabled.exists() or "[never]" in enabled.read_text():
         pytest.skip("THP disabled here")
-    out = json.loads(lab.zdlab(["clear", "bench", "--extents", "2M",
+    out = json.loads(memmap_stores.zdlab(["clear", "bench", "--extents", "2M",
                                 "--region", "16M", "--reps", "3", "--methods",
                                 "page-stosq,extent-stosq"]))
     runs = out["runs"]
@@ -215,7 +216,7 @@ def test_unavailable_hugetlb_says_why():
     pool = pathlib.Path("/sys/kernel/mm/hugepages/hugepages-1048576kB")
     if pool.exists() and int((pool / "free_hugepages").read_text()):
         pytest.skip("a 1G page is free here")
-    out = json.loads(lab.zdlab(["clear", "bench", "--extents", "2M",
+    out = json.loads(memmap_stores.zdlab(["clear", "bench", "--extents", "2M",
                                 "--region", "2M", "--backings", "hugetlb-1G",
                                 "--reps", "1"]))
     (row,) = out["runs"]
@@ -238,7 +239,7 @@ def test_bad_clear_options_are_one_line_errors():
              "one backing"),
             (["clear", "bench", "--reps", "0"], "--reps"),
             (["clear", "frobnicate"], "usage")]:
-        proc = subprocess.run([str(lab.binary())] + args, capture_output=True,
+        proc = subprocess.run([str(memmap_stores.binary())] + args, capture_output=True,
                               text=True)
         assert proc.returncode == 2, args
         assert message in proc.stderr and len(proc.stderr.splitlines()) == 1
@@ -264,7 +265,7 @@ def test_clear_recommendation_batch_threshold_and_ratios():
             clear_run("clzero", 32 * M, 45.0),
             clear_run("avx2-vmovntdq", 1024 * M, 52.0),
             clear_run("extent-stosq", 2 * M, 60.0, state="hot")]
-    rec = lab_clear.recommend(runs)
+    rec = clear_stores.recommend(runs)
     cold = rec["anon-thp/cold"]
     assert cold["batch_bytes"] == 32 * M          # 49 >= 0.95 * 50
     assert cold["stream_wins_from_bytes"] == 8 * M
@@ -279,7 +280,7 @@ def test_clear_recommendation_batch_threshold_and_ratios():
     assert hot["batch_bytes"] is None and "vs_upstream_2M" not in hot["ratios"]
 
 
-# ---- the clearing rule (lab_clear.clear_choice) ---------------------------
+# ---- the clearing rule (clear_stores.clear_choice) ---------------------------
 
 ZEN4 = {"family": 25, "model_id": 17, "clzero": True}
 XEON = {"family": 6, "model_id": 207, "clzero": False}
@@ -287,20 +288,20 @@ XEON = {"family": 6, "model_id": 207, "clzero": False}
 
 def test_clear_rule_streams_from_the_l2_with_clzero_or_movnti():
     M = 1 << 20
-    assert lab_clear.clear_choice(2 * M, M, ZEN4) == "clzero"
-    assert lab_clear.clear_choice(2 * M - 4096 * 5, 2 * M, XEON) == \
+    assert clear_stores.clear_choice(2 * M, M, ZEN4) == "clzero"
+    assert clear_stores.clear_choice(2 * M - 4096 * 5, 2 * M, XEON) == \
         "extent-stosb"      # a 2 MB THP's runs away from the fault
-    assert lab_clear.clear_choice(1 << 30, 2 * M, XEON) == "movnti"
-    assert lab_clear.clear_choice(1 << 30, 0, ZEN4) == "extent-stosb"
+    assert clear_stores.clear_choice(1 << 30, 2 * M, XEON) == "movnti"
+    assert clear_stores.clear_choice(1 << 30, 0, ZEN4) == "extent-stosb"
     # A run's own l2_kb first; the committed CPUs' L2 where it has none.
-    assert lab_clear.l2_bytes(dict(XEON, l2_kb=1024)) == M
-    assert lab_clear.l2_bytes(XEON) == 2 * M
-    assert lab_clear.l2_bytes({"family": 1, "model_id": 1}) == 0
+    assert clear_stores.l2_bytes(dict(XEON, l2_kb=1024)) == M
+    assert clear_stores.l2_bytes(XEON) == 2 * M
+    assert clear_stores.l2_bytes({"family": 1, "model_id": 1}) == 0
 
 
 def committed_clear_points():
-    return {name: lab_clear.clear_rule_points(runs, cpu) for name, (cpu, runs)
-            in lab.committed_clear_runs().items()}
+    return {name: clear_stores.clear_rule_points(runs, cpu) for name, (cpu, runs)
+            in memmap_stores.committed_clear_runs().items()}
 
 
 def test_clear_rule_is_within_10_percent_on_every_committed_clearing_run():
@@ -320,7 +321,7 @@ def test_clear_rule_is_within_10_percent_on_every_committed_clearing_run():
     ("stream_method", lambda cpu: "movnti", ("lab-clear/lab.json", "hot")),
 ], ids=["never-stream", "movnti-despite-clzero"])
 def test_a_wrong_clear_rule_is_caught(monkeypatch, name, wrong, caught):
-    monkeypatch.setattr(lab_clear, name, wrong)
+    monkeypatch.setattr(clear_stores, name, wrong)
     flagged = {(n, p["state"]) for n, ps in committed_clear_points().items()
                for p in ps if p["flagged"]}
     assert caught in flagged
@@ -330,7 +331,7 @@ def test_streaming_a_2m_page_costs_a_task_that_reads_it_all_at_once():
     """Why the clearing rule keeps REP STOSB below the L2: on the Xeon a
     2 MB page streamed is faster to touch first and slower to read
     whole, the lines coming from memory instead of the cache."""
-    fault = json.loads((lab.RESULTS / "lab-xeon-emr-16cpu/zdlab/fault.json")
+    fault = json.loads((paths.COMMITTED_RESULTS / "lab-xeon-emr-16cpu/zdlab/fault.json")
                        .read_text())["runs"]
     us = {(r["method"], r["access"], r["touch_bytes"]): r["median_ns"] / 1e3
           for r in fault if r.get("order") == "plain"}
@@ -345,14 +346,14 @@ def test_features_report_the_l2_from_sysfs():
           if (d / "level").read_text().strip() == "2"
           and (d / "type").read_text().strip() != "Instruction"]
     want = int((l2[0] / "size").read_text().strip().rstrip("K")) if l2 else 0
-    assert lab.features()["cpu"]["l2_kb"] == want
+    assert memmap_stores.features()["cpu"]["l2_kb"] == want
 
 
 def test_fault_summary_names_the_fastest_and_the_neighbourhood_gain():
     def row(method, order, ns):
         return {"method": method, "access": "read", "touch_bytes": 4096,
                 "order": order, "median_ns": 9e9, "cpu_median_ns": ns}
-    out = lab_clear.fault_summary([row("clzero", "plain", 30e3),
+    out = clear_stores.fault_summary([row("clzero", "plain", 30e3),
                                    row("clzero", "neighbourhood-last", 29e3),
                                    row("extent-stosb", "plain", 70e3),
                                    {"method": "movnti", "unsupported": True}])
@@ -367,7 +368,7 @@ def test_hugetlb_pool_grows_and_restores(tmp_path):
     (pool / "nr_hugepages").write_text("4\n")
     (pool / "free_hugepages").write_text("1\n")
     with pytest.raises(RuntimeError):
-        with lab_clear.hugetlb_pool({2048: 8, 1048576: 1}, root=tmp_path) as added:
+        with clear_stores.hugetlb_pool({2048: 8, 1048576: 1}, root=tmp_path) as added:
             assert added == {2048: 7}
             assert (pool / "nr_hugepages").read_text().strip() == "11"
             raise RuntimeError("the sweep failed")
@@ -384,12 +385,12 @@ def test_hugetlb_pool_refusal_is_an_error(tmp_path, monkeypatch):
         raise PermissionError(13, "Permission denied")
     monkeypatch.setattr(pathlib.Path, "write_text", refuse)
     with pytest.raises(ZdinitError, match="cannot grow .*Permission denied"):
-        with lab_clear.hugetlb_pool({2048: 1}, root=tmp_path):
+        with clear_stores.hugetlb_pool({2048: 1}, root=tmp_path):
             pass
 
 
 def test_sweeps_fit_the_llc_and_name_the_issue_extents():
-    full = lab_clear.sweeps(False, 32 << 20)
+    full = clear_stores.sweeps(False, 32 << 20)
     cold = full["clear-cold"]
     assert cold[cold.index("--region") + 1] == "1G"
     assert {"2M", "8M", "32M", "1G"} <= set(
@@ -397,12 +398,12 @@ def test_sweeps_fit_the_llc_and_name_the_issue_extents():
     hot = full["clear-hot"]
     assert hot[hot.index("--region") + 1] == "16M"
     assert hot[hot.index("--extents") + 1] == "2M,8M,16M"
-    tiny = lab_clear.sweeps(True, 2 << 20)["clear-hot"]
+    tiny = clear_stores.sweeps(True, 2 << 20)["clear-hot"]
     assert tiny[tiny.index("--extents") + 1] == "2M"
 
 
 def fake_zdlab(args, sanitized=False, env=None):
-    """Canned zdlab answers, enough for lab.run() to write its files."""
+    """Canned zdlab answers, enough for memmap_stores.run() to write its files."""
     if args[0] == "features":
         return json.dumps({"cpu": {"model": "fake", "family": 1,
                                    "model_id": 2, "llc_kb": 32768},
@@ -429,13 +430,13 @@ def fake_zdlab(args, sanitized=False, env=None):
 
 def test_a_failing_plot_is_one_warning_and_keeps_the_results(
         tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(lab, "zdlab", fake_zdlab)
+    monkeypatch.setattr(memmap_stores, "zdlab", fake_zdlab)
 
     def broken(*args):
         raise ValueError("no display\nsecond line")
-    monkeypatch.setattr(lab_clear, "plot", broken)
-    monkeypatch.setattr(lab, "plot", broken)
-    out = lab.run(quick=True, out_root=tmp_path)
+    monkeypatch.setattr(clear_stores, "plot", broken)
+    monkeypatch.setattr(memmap_stores, "plot", broken)
+    out = memmap_stores.run(quick=True, out_root=tmp_path)
     final = tmp_path / "latest"
     data = json.loads((final / "lab.json").read_text())
     assert data["clear"]["bench"][0]["method"] == "extent-stosq"
@@ -448,9 +449,9 @@ def test_a_failing_plot_is_one_warning_and_keeps_the_results(
 
 
 def test_a_second_lab_run_is_refused(tmp_path):
-    with lab.one_run_at_a_time(tmp_path):
+    with memmap_stores.one_run_at_a_time(tmp_path):
         with pytest.raises(ZdinitError, match="another lab run"):
-            with lab.one_run_at_a_time(tmp_path):
+            with memmap_stores.one_run_at_a_time(tmp_path):
                 pass
 
 
@@ -459,6 +460,6 @@ def test_threads_to_saturate_is_the_fewest_reaching_ninety_percent():
             for t, v in ((1, 20.0), (2, 26.0), (4, 29.0), (8, 30.0))]
     runs += [{"strategy": "slow", "threads": t, "gb_per_s": v}
              for t, v in ((1, 10.0), (2, 20.0), (4, 40.0), (8, 39.0))]
-    assert lab.threads_to_saturate(runs) == {"movnti": 4, "slow": 4}
+    assert memmap_stores.threads_to_saturate(runs) == {"movnti": 4, "slow": 4}
     runs[1]["gb_per_s"] = 28.0     # 2 threads now reach 90% of 30
-    assert lab.threads_to_saturate(runs)["movnti"] == 2
+    assert memmap_stores.threads_to_saturate(runs)["movnti"] == 2

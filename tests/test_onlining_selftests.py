@@ -8,7 +8,9 @@ import subprocess
 import pytest
 
 from conftest import ROOT
-from zdinit import initramfs, parse, safety
+from zdinit.checks import safety
+from zdinit.kernel import initramfs
+from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
 GUEST = ROOT / "guest/onlining-selftests.sh"
@@ -77,7 +79,7 @@ def test_verdict_lines_differ_where_a_test_fails_differently(tmp_path):
 
 
 def rows(kernel, line):
-    check = parse.parse(line).checks[0]
+    check = console.parse(line).checks[0]
     ok, why = safety.judge(check)
     return [{"check": check["name"], "job": "onlining-selftests",
              "kernel": kernel, "strategy": "-", "used": "-", "passed": ok,

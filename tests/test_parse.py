@@ -2,25 +2,26 @@
 import pytest
 
 from conftest import DATA
-from zdinit import bench, parse, scenarios
+from zdinit.families import rebind, scenarios
+from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
 G = 1 << 30
 
 
 def load(name):
-    return parse.parse((DATA / name).read_text())
+    return console.parse((DATA / name).read_text())
 
 
 def test_stock_kernel_line_in_milliseconds():
-    init = parse.parse_memmap(
+    init = console.parse_memmap(
         "[    1.2] memmap_init_zone_device initialised 26083328 pages in 1042ms")
     assert (init.pages, init.ms, init.strategy, init.written) == \
         (26083328, 1042.0, None, None)
 
 
 def test_patched_kernel_line_in_microseconds():
-    init = parse.parse_memmap(
+    init = console.parse_memmap(
         "memmap_init_zone_device initialised 1048576 pages in 6840us, "
         "template, 262144 struct pages written")
     assert (init.pages, init.ms, init.strategy, init.written) == \
@@ -29,7 +30,7 @@ def test_patched_kernel_line_in_microseconds():
 
 def test_parallel_kernel_line_names_its_threads():
     for threads, text in ((1, "1 thread"), (2, "2 threads")):
-        init = parse.parse_memmap(
+        init = console.parse_memmap(
             "memmap_init_zone_device initialised 26083328 pages in 210431us, "
             f"stream, 26083328 struct pages written, {text}")
         assert (init.ms, init.strategy, init.threads) == \
@@ -37,7 +38,7 @@ def test_parallel_kernel_line_names_its_threads():
 
 
 def test_line_without_threads_has_none():
-    init = parse.parse_memmap(
+    init = console.parse_memmap(
         "memmap_init_zone_device initialised 1048576 pages in 6840us, "
         "template, 262144 struct pages written")
     assert init.threads is None
@@ -58,13 +59,13 @@ def test_base_fsdax_dev_log():
     want = scenarios.expected_pages(spec, run, "")
     assert want == run.geometry[0]["namespace"]["size"] // 4096
     assert all(s.pages == want for s in run.steps)
-    bench.check_run(spec, run, "fsdax-dev base", verify=False)
+    rebind.check_run(spec, run, "fsdax-dev base", verify=False)
 
 
 def test_patched_devdax_mem_log_shows_tail_reuse():
     run = load("devdax-mem-patched.log")
     spec = scenarios.plan(["devdax-mem"], size="4G")[0]
-    bench.check_run(spec, run, "devdax-mem patched", verify=False)
+    rebind.check_run(spec, run, "devdax-mem patched", verify=False)
     by_align = {}
     for step in run.steps:
         by_align.setdefault(step.labels["align"], set()).add(step.memmap[0].written)
@@ -85,9 +86,9 @@ def check_edited_log(log, scenario, old, new, verify=False):
     """check_run() on a real log with one edit: it must reject it."""
     text = (DATA / log).read_text()
     assert old in text
-    run = parse.parse(text.replace(old, new, 1))
+    run = console.parse(text.replace(old, new, 1))
     spec = scenarios.plan([scenario], size="4G")[0]
-    bench.check_run(spec, run, "x", verify=verify)
+    rebind.check_run(spec, run, "x", verify=verify)
 
 
 @pytest.mark.parametrize("verify_line, why", [
@@ -127,7 +128,7 @@ def test_check_run_fails_on_a_kernel_warning():
 
 
 def test_markers_after_firmware_escape_codes():
-    run = parse.parse("Booting\x1b[2J@@zdinit start scenario=x kernel=y size=1\n"
+    run = console.parse("Booting\x1b[2J@@zdinit start scenario=x kernel=y size=1\n"
                       "@@zdinit end rc=0\n")
     assert run.start == {"scenario": "x", "kernel": "y", "size": "1"}
     assert run.rc == 0
@@ -141,7 +142,7 @@ def caches(*leaves, listed=True):
              f"size={size}" for i, level, size in leaves]
     if listed:
         lines.append(f"@@zdinit caches cpu=0 leaves={len(leaves)}")
-    return parse.parse("\n".join(lines) + "\n")
+    return console.parse("\n".join(lines) + "\n")
 
 
 def test_llc_is_the_first_cache_of_the_highest_level():
@@ -173,11 +174,11 @@ def test_rebind_records_carry_the_guest_llc():
     listed = text.replace("@@zdinit end rc=0", "@@zdinit cache cpu=0 index=3 "
                           "level=3 type=Unified size=16384K\n@@zdinit caches "
                           "cpu=0 leaves=1\n@@zdinit end rc=0")
-    for console, llc in ((listed, 16 << 20), (text, None)):
+    for log, llc in ((listed, 16 << 20), (text, None)):
         samples = {}
-        bench.collect_memmap(samples, spec, parse.parse(console), "patched",
+        rebind.collect_memmap(samples, spec, console.parse(log), "patched",
                              first_round=True)
-        runs = bench.runs_table(samples, [spec])
+        runs = rebind.runs_table(samples, [spec])
         assert runs and {r["guest_llc_bytes"] for r in runs} == {llc}
 
 

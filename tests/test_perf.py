@@ -4,7 +4,8 @@ import pathlib
 
 import pytest
 
-from zdinit import cache, perf
+from zdinit import cache
+from zdinit.kernel import perf
 from zdinit.errors import ZdinitError
 
 

@@ -1,7 +1,8 @@
 """Code placement of the timed functions (TCG chains jumps only within a
 4 KiB guest page): the offsets of the hotplug-base and patched kernels
 that showed the 2x memmap_init_range difference (docs/hotplug-slowdown.md)."""
-from zdinit import placement, report
+from zdinit.results import report
+from zdinit.vm import placement
 
 # Excerpts of the two System.maps (6.12.117, patch 11 alone / whole series).
 HOTPLUG_BASE = """\

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from zdinit import qemu
+from zdinit.vm import qemu
 
 G = 1 << 30
 

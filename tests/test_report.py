@@ -8,7 +8,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit import families, report
+from zdinit.families import registry
+from zdinit.results import report
 
 RESULTS = {
     "command": "python3 -m zdinit bench",
@@ -30,7 +31,7 @@ def no_matplotlib(runs, path):
 def test_missing_matplotlib_costs_only_the_plot(tmp_path, monkeypatch,
                                                 capsys):
     monkeypatch.setattr(report, "plot", no_matplotlib)
-    families.write(RESULTS, tmp_path)
+    registry.write(RESULTS, tmp_path)
     assert json.loads((tmp_path / "results.json").read_text()) == RESULTS
     assert "fsdax-dev" in (tmp_path / "summary.md").read_text()
     assert not (tmp_path / "bench.png").exists()
@@ -115,7 +116,7 @@ def test_rows_are_compared_with_upstream_7_4s_method_on_their_own_kernel():
     """auto is set against stream@1 of the same kernel and scenario, and
     against stock; upstream 7.4's method itself and stock get no ratio
     against it."""
-    from zdinit import bench, scenarios
+    from zdinit.families import rebind, scenarios
 
     def entry(samples_ms):
         return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
@@ -129,7 +130,7 @@ def test_rows_are_compared_with_upstream_7_4s_method_on_their_own_kernel():
     }
     specs = scenarios.plan(["fsdax-dev"], "4G", 5)
     runs = {(r["kernel"], r["strategy"]): r
-            for r in bench.runs_table(samples, specs)}
+            for r in rebind.runs_table(samples, specs)}
     assert runs[("patched", "auto")]["vs_seed"]["speedup"] == 2.0
     assert runs[("patched", "auto")]["vs_base"]["speedup"] == 4.0
     assert "vs_seed" not in runs[("patched", "stream@1")]
@@ -143,7 +144,7 @@ def test_rows_are_compared_with_upstream_7_4s_method_on_their_own_kernel():
 def test_resummarize_puts_back_what_the_samples_give():
     """Stored rebind records with a stale median, vs_base and vs_seed get
     their samples' numbers back, each field in its place."""
-    from zdinit import bench, scenarios
+    from zdinit.families import rebind, scenarios
 
     def entry(samples_ms):
         return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
@@ -154,10 +155,10 @@ def test_resummarize_puts_back_what_the_samples_give():
         ("fsdax-dev", "", "patched", "stream@1"): entry([20.0, 22.0, 21.0]),
         ("fsdax-dev", "", "patched", "auto"): entry([10.0, 11.0, 9.0]),
     }
-    fresh = bench.runs_table(samples, scenarios.plan(["fsdax-dev"], "4G", 3))
+    fresh = rebind.runs_table(samples, scenarios.plan(["fsdax-dev"], "4G", 3))
     stale = [dict(r) for r in fresh]
     stale[0].update(median_ms=1.0, vs_base={"speedup": 9.0, "ci95": [1, 2]})
     stale[1].update(vs_seed={"speedup": 9.0, "ci95": [1, 2]}, stdev_ms=0.0)
-    again = bench.resummarize(stale)
+    again = rebind.resummarize(stale)
     assert again == fresh
     assert [list(r) for r in again] == [list(r) for r in fresh]

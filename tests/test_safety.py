@@ -3,12 +3,15 @@ the series with stock."""
 import pytest
 
 from conftest import DATA
-from zdinit import initramfs, parse, safety, scenarios
+from zdinit.checks import safety
+from zdinit.families import scenarios
+from zdinit.kernel import initramfs
+from zdinit.vm import console
 
 
 def rows_for(kernel, line, job="ndctl-workflows"):
     """Rows as safety.run_job makes them from one guest check line."""
-    check = parse.parse(line).checks[0]
+    check = console.parse(line).checks[0]
     ok, why = safety.judge(check)
     return [{"check": check["name"], "job": job, "kernel": kernel,
              "strategy": "-", "used": "-", "passed": ok, "detail": why,
@@ -74,7 +77,7 @@ STOCK_CHURN = [
 def churn(free):
     line = (f"@@zdinit check name=churn result=pass cycles={len(free)} "
             f"memfree_kb={','.join(map(str, free))} kmemleak=none\n")
-    return safety.judge(parse.parse(line).checks[0])
+    return safety.judge(console.parse(line).checks[0])
 
 
 def test_churn_noise_of_late_frees_passes():
@@ -116,7 +119,7 @@ def boot_bind(kernel="patched", edits=()):
     for old, new in edits:
         assert old in text, old
         text = text.replace(old, new, 1)
-    return safety.boot_bind_row(parse.parse(text), kernel)
+    return safety.boot_bind_row(console.parse(text), kernel)
 
 
 def test_boot_bind_that_takes_the_rule_strategy_passes():

@@ -1,6 +1,6 @@
 import pytest
 
-from zdinit import scenarios
+from zdinit.families import scenarios
 from zdinit.errors import UsageError
 
 G = 1 << 30
@@ -65,7 +65,7 @@ def test_auto_keeps_the_template_with_vmemmap_tail_reuse():
     """A 4G devdax map=mem range with 2M pages writes 262144 struct pages
     (16 MiB) for 1048576 pfns: TCG's 16 MiB L3 would stream them, but
     tail reuse keeps the template, as the kernel's written < nr_pages
-    does (zdinit/store_rule.py); the same count without reuse streams."""
+    does (zdinit/kernel/store_rule.py); the same count without reuse streams."""
     l3 = 16 << 20
     spec = scenarios.plan(["devdax-mem"], size="4G")[0]
     for align in ("2M", "1G"):

@@ -13,7 +13,8 @@ import subprocess
 import pytest
 
 from conftest import DATA
-from zdinit import bases, build, cache, cli, deps, series, source
+from zdinit import cache, cli, deps, paths
+from zdinit.kernel import bases, build, series, source
 from zdinit.errors import UsageError
 
 STACKS = DATA / "series-stacks"
@@ -33,7 +34,7 @@ def patches(tmp_path, monkeypatch):
     broken one way per test, and base 9.9 declared with them."""
     root = tmp_path / "patches"
     shutil.copytree(STACKS, root, ignore=shutil.ignore_patterns("tree"))
-    monkeypatch.setattr(bases, "PATCHES_ROOT", root)
+    monkeypatch.setattr(paths, "PATCHES", root)
     monkeypatch.setitem(bases.BASES, BASE.name, BASE)
     return root
 

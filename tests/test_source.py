@@ -1,7 +1,8 @@
 """Patch application: a patch that does not fit fails cleanly."""
 import pytest
 
-from zdinit import bases, build, cli, cross, kconfig, series, source
+from zdinit import cli, paths
+from zdinit.kernel import bases, build, cross, kconfig, series, source
 from zdinit.errors import ZdinitError
 
 GOOD = """--- a/hello.c
@@ -127,7 +128,7 @@ def test_a_variant_naming_a_missing_patch_is_refused(monkeypatch):
 
 
 def test_a_base_without_a_series_is_refused(tmp_path, monkeypatch):
-    monkeypatch.setattr(bases, "PATCHES_ROOT", tmp_path)
+    monkeypatch.setattr(paths, "PATCHES", tmp_path)
     with pytest.raises(ZdinitError, match="^base 6.12 series templates: "
                        ".*/linux-6.12-templates/series is missing or lists "
                        "no patches$"):

@@ -1,6 +1,6 @@
 import pytest
 
-from zdinit import stats
+from zdinit.results import stats
 
 
 def test_summary_of_known_samples():

@@ -1,10 +1,12 @@
-"""The store rule (zdinit/store_rule.py) and its check against every
+"""The store rule (zdinit/kernel/store_rule.py) and its check against every
 committed native lab run (docs/results/lab*/)."""
 import json
 
 import pytest
 
-from zdinit import lab, store_rule
+from zdinit import paths
+from zdinit.kernel import store_rule
+from zdinit.lab import memmap_stores
 from zdinit.errors import UsageError, ZdinitError
 
 MiB = 1 << 20
@@ -99,7 +101,7 @@ def test_recommendation_flags_where_the_best_beats_the_rule_by_10_percent():
             run("template-u64", 70, state="hot"),
             run("movnti", 10, size=MiB), run("template-u64", 30, size=MiB),
             run("slow", 1, size=MiB, threads=2)]
-    rule = lab.recommend(runs, CPU, 8)["rule"]
+    rule = memmap_stores.recommend(runs, CPU, 8)["rule"]
     by = {(p["state"], p["memmap_bytes"]): p for p in rule["points"]}
     cold, hot, small = by["cold", 64 * MiB], by["hot", 64 * MiB], \
         by["cold", MiB]
@@ -115,7 +117,7 @@ def test_recommendation_flags_where_the_best_beats_the_rule_by_10_percent():
     assert small["rule_over_best"] == 3.0
     # One slow run alone cannot be judged.
     assert rule["unjudged"] == [["", "order0", "anon-thp", "cold", MiB, 2]]
-    lines = lab.rule_summary_lines(rule)
+    lines = memmap_stores.rule_summary_lines(rule)
     assert "at 1 of 3 points" in lines[0]
     assert "cached with vmemmap tail reuse" in lines[0]
     assert len(lines) == 3 and "hot 64M x1: rule movnti" in lines[2]
@@ -134,7 +136,7 @@ def test_recommendation_keeps_cached_copies_with_tail_reuse(
     reuse (fewer struct pages written than pfns), '2M' and '1G' not."""
     runs = [run(s, ns, geometry=geometry, size=1600 * MiB, **counts)
             for s, ns in (("movnti", 200), ("template-regs", 100))]
-    point, = lab.recommend(runs, CPU, 2)["rule"]["points"]
+    point, = memmap_stores.recommend(runs, CPU, 2)["rule"]["points"]
     assert point["tail_reuse"] is reuse
     assert point["rule_strategy"] == strategy
     assert point["flagged"] is (strategy == "movnti")
@@ -151,15 +153,15 @@ def test_recommendation_keeps_cached_copies_with_tail_reuse(
 ])
 def test_a_partial_lab_run_is_refused_in_one_line(runs, cpu, message):
     with pytest.raises(ZdinitError) as err:
-        lab.recommend(runs, cpu, 4)
+        memmap_stores.recommend(runs, cpu, 4)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_an_unreadable_llc_is_assumed_not_refused():
-    rule = lab.recommend([run("movnti", 1), run("template-regs", 2)],
+    rule = memmap_stores.recommend([run("movnti", 1), run("template-regs", 2)],
                          dict(CPU, llc_kb=0), 4)["rule"]
     assert rule["llc_assumed"] and rule["stream_from_bytes"] == 32 * MiB
-    assert "LLC unknown, so stream from 32M" in lab.rule_summary_lines(rule)[0]
+    assert "LLC unknown, so stream from 32M" in memmap_stores.rule_summary_lines(rule)[0]
 
 
 def bench_text(runs):
@@ -172,14 +174,14 @@ def test_a_file_cut_off_mid_way_is_refused_unless_cut_off_is_known(tmp_path):
     path = tmp_path / "cut.json"
     path.write_text(bench_text(whole))
     with pytest.raises(UsageError, match="cut.json is cut off or not JSON"):
-        lab.recommend_file(path, 4)
-    assert lab.load_bench(path, cut_off=True)["runs"] == whole
+        memmap_stores.recommend_file(path, 4)
+    assert memmap_stores.load_bench(path, cut_off=True)["runs"] == whole
     # Cut inside a run: not even the known cut-off reading takes it.
     path.write_text(bench_text(whole)[:-20])
     with pytest.raises(UsageError, match="not a zdlab bench cut off"):
-        lab.load_bench(path, cut_off=True)
+        memmap_stores.load_bench(path, cut_off=True)
     path.write_text(bench_text(whole) + "]}\n")
-    assert lab.recommend_file(path, 4)["rule"]["points"][0]["geometry"] == \
+    assert memmap_stores.recommend_file(path, 4)["rule"]["points"][0]["geometry"] == \
         "order0"
 
 
@@ -187,14 +189,14 @@ def test_a_file_without_runs_is_refused(tmp_path):
     path = tmp_path / "features.json"
     path.write_text(json.dumps({"cpu": CPU, "supported": []}))
     with pytest.raises(UsageError, match="has no list of runs"):
-        lab.recommend_file(path, 4)
+        memmap_stores.recommend_file(path, 4)
 
 
 # ---- every committed native run ------------------------------------------
 
 @pytest.fixture(scope="module")
 def committed():
-    return lab.committed_memmap_runs()
+    return memmap_stores.committed_memmap_runs()
 
 
 def test_every_committed_lab_run_is_read(committed):
@@ -207,7 +209,7 @@ def test_every_committed_lab_run_is_read(committed):
             "lab-zen3/focused/zen3-geom-2M.json",
             "lab-zen3/focused/zen3-geom-2M-reuse.json",
             "lab-zen3/focused/zen3-geom-1G.json"} <= committed.keys()
-    assert {lab.cpu_name(d["cpu"]) for d in committed.values()} == {
+    assert {memmap_stores.cpu_name(d["cpu"]) for d in committed.values()} == {
         "AMD Zen 3", "AMD Zen 4", "AMD Zen 5", "Intel Xeon EMR"}
 
 
@@ -218,8 +220,8 @@ def test_tail_reuse_is_the_reuse_layouts_in_every_committed_run(committed):
     for data in committed.values():
         for r in data["runs"]:
             if "pfns" in r:
-                assert lab.tail_reuse(r) is r["geometry"].endswith("-reuse"), r
-                seen.add((r["geometry"], lab.tail_reuse(r)))
+                assert memmap_stores.tail_reuse(r) is r["geometry"].endswith("-reuse"), r
+                seen.add((r["geometry"], memmap_stores.tail_reuse(r)))
     assert {("2M-reuse", True), ("1G-reuse", True), ("2M", False),
             ("1G", False), ("order0", False)} <= seen
 
@@ -231,20 +233,20 @@ def test_the_cut_off_runs_are_read_by_their_whole_lines(committed):
     for name, runs in (("lab-xeon-emr-16cpu/zdlab/mm-16000M.json", 4),
                        ("lab-xeon-emr-16cpu/zdlab/mm-64000M.json", 1)):
         with pytest.raises(UsageError, match="cut off or not JSON"):
-            lab.load_bench(lab.RESULTS / name)
+            memmap_stores.load_bench(paths.COMMITTED_RESULTS / name)
         assert len(committed[name]["runs"]) == runs
         assert all("median_ns" in r for r in committed[name]["runs"])
 
 
 def test_the_rule_is_within_10_percent_of_the_best_or_a_known_exception(
         committed):
-    points, unjudged = lab.committed_rule_points(committed)
+    points, unjudged = memmap_stores.committed_rule_points(committed)
     assert len(points) >= 200
-    unexplained, stale = lab.rule_disagreements(points)
+    unexplained, stale = memmap_stores.rule_disagreements(points)
     assert not unexplained, f"the rule loses here, unexplained: {unexplained}"
     assert not stale, f"exceptions no longer flagged: {stale}"
     # Only the cut-off files' slow-only cells cannot be judged.
-    assert {name for name, _ in unjudged} == lab.CUT_OFF_RUNS
+    assert {name for name, _ in unjudged} == memmap_stores.CUT_OFF_RUNS
 
 
 @pytest.mark.parametrize("wrong,caught", [
@@ -271,8 +273,8 @@ def test_the_rule_is_within_10_percent_of_the_best_or_a_known_exception(
       "1600M x1"]),
 ], ids=["never-stream", "always-stream", "from-the-llc", "ignore-tail-reuse"])
 def test_a_wrong_rule_is_caught(committed, wrong, caught):
-    points, _ = lab.committed_rule_points(committed, rule=wrong)
-    unexplained, _ = lab.rule_disagreements(points)
+    points, _ = memmap_stores.committed_rule_points(committed, rule=wrong)
+    unexplained, _ = memmap_stores.rule_disagreements(points)
     assert set(caught) <= set(unexplained)
 
 
@@ -281,18 +283,18 @@ def test_cached_copies_for_every_compound_page_are_caught(committed,
     """Tail reuse, not compound pages, keeps cached copies: taking every
     2M and 1G layout for reuse is caught where Zen 3 streamed 1G pages
     without it faster (MOVNTI 98.35 against template-regs 120.71 ms)."""
-    monkeypatch.setattr(lab, "tail_reuse", lambda r: r["geometry"] !=
+    monkeypatch.setattr(memmap_stores, "tail_reuse", lambda r: r["geometry"] !=
                         "order0")
-    points, _ = lab.committed_rule_points(committed)
-    unexplained, _ = lab.rule_disagreements(points)
+    points, _ = memmap_stores.committed_rule_points(committed)
+    unexplained, _ = memmap_stores.rule_disagreements(points)
     assert "lab-zen3/focused/zen3-geom-1G.json: 1G anon-thp rewrite " \
         "1600M x1" in unexplained
 
 
 def test_the_tables_show_every_exception_with_its_reason(committed):
-    text = lab.rule_tables(committed)
+    text = memmap_stores.rule_tables(committed)
     assert "NOT EXPLAINED" not in text
-    for key, why in lab.RULE_EXCEPTIONS.items():
+    for key, why in memmap_stores.RULE_EXCEPTIONS.items():
         assert f"| {key} |" in text and why in text
     bind = text.split("\n\n")[1]
     assert "| Intel Xeon EMR | lab-xeon-emr-16cpu/zdlab/mm4-threads-1600M" \

@@ -8,7 +8,10 @@ import types
 
 import pytest
 
-from zdinit import cache, clear, cli, deps, families, qemu, report, runner
+from zdinit import cache, cli, deps
+from zdinit.families import clearing, loop, registry
+from zdinit.results import report
+from zdinit.vm import qemu
 from test_report import RESULTS
 
 
@@ -17,13 +20,13 @@ def test_results_record_the_wall_time_from_the_commands_start(
     partial, final = tmp_path / ".run.partial", tmp_path / "run"
     (partial / "logs").mkdir(parents=True)
     monkeypatch.setattr(report, "new_results_dir", lambda: (partial, final))
-    monkeypatch.setattr(runner, "environment", lambda *a: RESULTS["env"])
-    monkeypatch.setattr(runner, "run", lambda *a: {"rebind": {}})
-    family = dataclasses.replace(families.REBIND,
+    monkeypatch.setattr(loop, "environment", lambda *a: RESULTS["env"])
+    monkeypatch.setattr(loop, "run", lambda *a: {"rebind": {}})
+    family = dataclasses.replace(registry.REBIND,
                                  records=lambda samples, specs: [])
     # A command that started 100 s ago, its builds done since.
     started = time.monotonic() - 100
-    directory, results = runner.measure([(family, None)], [], 1, "tcg",
+    directory, results = loop.measure([(family, None)], [], 1, "tcg",
                                         "test", "python3 -m zdinit bench",
                                         started=started)
     written = json.loads((directory / "results.json").read_text())
@@ -44,19 +47,19 @@ def no_work(monkeypatch):
             return value
         return step_fn
 
-    monkeypatch.setattr(runner, "check_resources", note("check"))
+    monkeypatch.setattr(loop, "check_resources", note("check"))
     monkeypatch.setattr(cache, "lock", lambda *a: contextlib.nullcontext())
     monkeypatch.setattr(deps, "ensure_packages", note("packages"))
     monkeypatch.setattr(cli, "prepare_target", note("build", target))
-    monkeypatch.setattr(clear, "prepare",
+    monkeypatch.setattr(clearing, "prepare",
                         note("build", ([target], "tcg", "test")))
     monkeypatch.setattr(qemu, "choose_accel", note("accel", ("tcg", "test")))
-    monkeypatch.setattr(families, "text_report", lambda results: "")
+    monkeypatch.setattr(registry, "text_report", lambda results: "")
 
     def measure(*args, started, **kwargs):
         steps.append(("measure started", started))
         return "results/none", {"runs": []}
-    monkeypatch.setattr(runner, "measure", measure)
+    monkeypatch.setattr(loop, "measure", measure)
     return steps
 
 

@@ -5,7 +5,6 @@ command that writes to the cache holds its lock for the whole run.
 """
 import argparse
 import functools
-import pathlib
 import re
 import shlex
 import signal
@@ -13,9 +12,13 @@ import subprocess
 import sys
 import time
 
-from zdinit import (bases, bench, build, cache, clear, cross, deps,
-                    docnumbers, docs, families, lab, progress, qemu, runner,
-                    safety, scenarios, selftest, series, source)
+from zdinit import cache, deps, paths, progress
+from zdinit.checks import memmap_equality, safety
+from zdinit.families import clearing, loop, rebind, registry, scenarios
+from zdinit.kernel import bases, build, cross, series, source
+from zdinit.lab import memmap_stores
+from zdinit.results import docnumbers, docs
+from zdinit.vm import qemu
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
@@ -109,7 +112,7 @@ def prepare_target(variant, base, strategies, hotplug_strategies=None,
     turn (None: the kernel's choice, not touching the knob); contiguity:
     build it with the contiguity check."""
     stock = variant in KERNELS_WITHOUT_STRATEGIES
-    return bench.build_target(
+    return rebind.build_target(
         variant, base, ("default",) if stock else strategies,
         ("default",) if stock or not hotplug_strategies
         else hotplug_strategies, contiguity)
@@ -282,8 +285,8 @@ def validate_bench(args):
 def cmd_bench(args):
     specs = validate_bench(args)
     require_series(args.kernels, args.base, args.contiguity)
-    plan = [(families.of_spec(spec), spec) for spec in specs]
-    runner.check_resources(plan, args.kernels)
+    plan = [(registry.of_spec(spec), spec) for spec in specs]
+    loop.check_resources(plan, args.kernels)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         # Onlining follows --strategies only where it is given.
@@ -293,11 +296,11 @@ def cmd_bench(args):
                    for k in args.kernels]
         accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
         progress.say(f"accelerator: {accel} ({why})")
-        final, results = runner.measure(plan, targets, args.rounds, accel,
+        final, results = loop.measure(plan, targets, args.rounds, accel,
                                         why, args.command_line,
                                         started=args.started,
                                         verify=args.verify)
-    print(families.text_report(results))
+    print(registry.text_report(results))
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -311,22 +314,22 @@ def clear_spec(args, kernels):
                                 on_bases)
     for base in on_bases:
         require_series([v for b, v in kernels if b == base], base)
-    runner.check_resources([(families.CLEARING, spec)],
+    loop.check_resources([(registry.CLEARING, spec)],
                            [v for _, v in kernels])
     return spec
 
 
 def cmd_clear(args):
-    kernels = clear.kernel_pairs(args.kernels, args.base)
+    kernels = clearing.kernel_pairs(args.kernels, args.base)
     spec = clear_spec(args, kernels)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        targets, accel, why = clear.prepare(spec, kernels, with_perf=True)
-        final, results = runner.measure(
-            [(families.CLEARING, spec)], targets, args.rounds, accel, why,
+        targets, accel, why = clearing.prepare(spec, kernels, with_perf=True)
+        final, results = loop.measure(
+            [(registry.CLEARING, spec)], targets, args.rounds, accel, why,
             args.command_line, started=args.started,
-            name=lambda k: clear.kernel_name(k.base, k.variant))
-    print(families.text_report(results))
+            name=lambda k: clearing.kernel_name(k.base, k.variant))
+    print(registry.text_report(results))
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -336,23 +339,23 @@ def cmd_clear_check(args):
     spec = clear_spec(args, [(args.base, args.kernel)])
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        lines = clear.check_zero(spec, args.rounds, args.kernel, args.base)
+        lines = clearing.check_zero(spec, args.rounds, args.kernel, args.base)
         if args.selftests:
-            lines += clear.check_selftests(
+            lines += clearing.check_selftests(
                 spec.models(args.base), args.base,
-                record=clear.STOCK_SELFTESTS if args.record_stock else None)
+                record=clearing.STOCK_SELFTESTS if args.record_stock else None)
     for line in lines:
         print(line)
 
 
 def cmd_selftest(args):
-    specs = selftest.altmap_specs(args.size)
+    specs = memmap_equality.altmap_specs(args.size)
     require_series(["patched"], args.base)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         target = prepare_target("patched", args.base, STRATEGIES)
         accel, why = qemu.choose_accel(target.kernel, target.initrd)
-        lines = selftest.run(target, accel, specs)
+        lines = memmap_equality.run(target, accel, specs)
     for line in lines:
         print(line)
     # Any check that fails raises before this.
@@ -365,10 +368,9 @@ def cmd_lab(args):
     # never reads the cache.
     deps.ensure_packages(deps.LAB_PACKAGES)
     deps.offer_packages(deps.PLOT_PACKAGES, "the lab's plots")
-    print(lab.run(quick=args.quick, reserve_hugetlb=args.reserve_hugetlb))
+    print(memmap_stores.run(quick=args.quick, reserve_hugetlb=args.reserve_hugetlb))
 
 
-TESTS = pathlib.Path(__file__).resolve().parent.parent / "tests"
 # pytest -m of each selection: make test, make test-full, make test-unit.
 TEST_MARKERS = {"default": ["-m", "not full"], "full": [],
                 "unit": ["-m", "not e2e"]}
@@ -380,7 +382,7 @@ def cmd_test(args):
     neither the lock nor the kernel toolchain."""
     selection = "full" if args.full else "unit" if args.unit else "default"
     pytest = [sys.executable, "-m", "pytest", "-v",
-              *TEST_MARKERS[selection], str(TESTS)]
+              *TEST_MARKERS[selection], str(paths.TESTS)]
     if args.unit:
         deps.ensure_packages(deps.UNIT_PACKAGES)
         rc = subprocess.run(pytest).returncode
@@ -420,7 +422,7 @@ def cmd_capture_vectors(args):
         deps.ensure_packages()
         target = prepare_target("base", args.base, ("default",))
         accel, _ = qemu.choose_accel(target.kernel, target.initrd)
-        print(lab.capture_vectors(target, accel))
+        print(memmap_stores.capture_vectors(target, accel))
 
 
 # Where SingleValue notes, during one parse, the options already given;
@@ -600,8 +602,8 @@ def parser():
                     f"1..{scenarios.MAX_N} (default "
                     f"{scenarios.CLEAR.default_loops})")
     cb.add_argument("--kernels",
-                    type=comma_list("kernel", clear.KERNELS),
-                    help="comma list of: " + ", ".join(clear.KERNELS)
+                    type=comma_list("kernel", clearing.KERNELS),
+                    help="comma list of: " + ", ".join(clearing.KERNELS)
                     + ", each on every base (default: clear-base on every "
                     "base, clear on the last)")
     cb.add_argument("--rounds", type=int, default=2,
@@ -620,9 +622,9 @@ def parser():
                     f"1..{MAX_ROUNDS} (default 2)")
     cc.add_argument("--kernel", default="clear",
                     type=functools.partial(one_of, "kernel",
-                                           clear.CHECK_KERNELS),
+                                           clearing.CHECK_KERNELS),
                     help="kernel for the zero read-back: "
-                    + ", ".join(clear.CHECK_KERNELS) + " (default clear)")
+                    + ", ".join(clearing.CHECK_KERNELS) + " (default clear)")
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
                     "vs the series on the base (about 3 minutes a boot under TCG)")

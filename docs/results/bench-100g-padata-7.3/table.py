@@ -13,7 +13,7 @@ bootstrap interval; above 1 means padata was faster.
 """
 import sys
 
-from zdinit import report, stats
+from zdinit.results import report, stats
 from zdinit.errors import UsageError
 
 

@@ -10,7 +10,8 @@ import pathlib
 import re
 import sys
 
-from zdinit import build, initramfs, qemu
+from zdinit.kernel import build, initramfs
+from zdinit.vm import qemu
 
 # Console lines only (the guest repeats the kernel log as @@kmsg lines).
 LINE = re.compile(r"^\[[ \d.]+\] (zdinit-probe: .*|node \d+ deferred pages "

@@ -10,7 +10,7 @@ alternating; a sixth argument builds the two kernels only.
 import pathlib
 import sys
 
-from zdinit import qemu
+from zdinit.vm import qemu
 
 # probe.py sits next to this script (sys.path[0] when run as one).
 from probe import boot_lines, prepare

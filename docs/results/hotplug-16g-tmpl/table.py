@@ -8,7 +8,7 @@ bootstrap interval; above 1 means the second kernel is faster.
 """
 import sys
 
-from zdinit import report, stats
+from zdinit.results import report, stats
 from zdinit.errors import UsageError
 
 ROWS = ("kmem movable", "kmem movable mom", "kmem normal", "kmem normal mom",

@@ -4,10 +4,12 @@ the skip caught, and no splat (run_hotplug_verify fails on any)."""
 import pathlib
 import sys
 
-from zdinit import cli, qemu, selftest
+from zdinit import cli
+from zdinit.checks import memmap_equality
+from zdinit.vm import qemu
 
 target = cli.prepare_target("debug", cli.STRATEGIES)
 accel, _ = qemu.choose_accel(target.kernel, target.initrd)
 logs = pathlib.Path(sys.argv[1])
 logs.mkdir(parents=True, exist_ok=True)
-print("\n".join(selftest.run_hotplug_verify(target, accel, logs)))
+print("\n".join(memmap_equality.run_hotplug_verify(target, accel, logs)))

@@ -2,7 +2,9 @@
 import pathlib
 import sys
 
-from zdinit import cli, qemu, safety
+from zdinit import cli
+from zdinit.checks import safety
+from zdinit.vm import qemu
 
 job = next(j for j in safety.FULL if j.scenario == "hotplug-tracepoint")
 target = cli.prepare_target("trace", cli.STRATEGIES)

@@ -6,7 +6,7 @@ Run from the repository root:
 """
 import sys
 
-from zdinit import report
+from zdinit.results import report
 from zdinit.errors import UsageError
 
 

@@ -13,14 +13,15 @@ are read from docs/results/lab*/ (zdlab/ here), not from it.
 """
 import sys
 
-from zdinit import lab, report
+from zdinit.lab import memmap_stores
+from zdinit.results import report
 from zdinit.errors import UsageError
 
 
 def render(results):
     if len(results) != 1 or results[0]["runs"]:
         raise UsageError("give this directory's results.json alone")
-    print(lab.rule_tables())
+    print(memmap_stores.rule_tables())
 
 
 if __name__ == "__main__":

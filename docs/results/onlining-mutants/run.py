@@ -14,7 +14,10 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from zdinit import bases, build, cache, cli, qemu, safety, selftest  # noqa: E402
+from zdinit import cache, cli
+from zdinit.checks import memmap_equality, safety
+from zdinit.kernel import bases, build
+from zdinit.vm import qemu  # noqa: E402
 from zdinit.errors import ZdinitError  # noqa: E402
 
 BASE = bases.get("7.3")
@@ -35,7 +38,7 @@ def selftests_row(stock_rows, target, accel, logs):
 
 def equality_row(target, accel, logs):
     try:
-        return ("MISSED", selftest.run_hotplug_verify(target, accel, logs))
+        return ("MISSED", memmap_equality.run_hotplug_verify(target, accel, logs))
     except ZdinitError as err:
         return ("caught", str(err)[:400])
 
@@ -50,7 +53,7 @@ def main():
         stock_rows = safety.run_job(JOB, stock, accel, logs)
         for name in build.ONLINING_MUTANTS:
             target = cli.prepare_target(f"onlining-{name}", BASE,
-                                        selftest.HOTPLUG_STRATEGIES)
+                                        memmap_equality.HOTPLUG_STRATEGIES)
             out[name] = {
                 "selftests": selftests_row(stock_rows, target, accel, logs),
                 "equality": equality_row(target, accel, logs)}

@@ -7,13 +7,13 @@ import os
 import pathlib
 import sys
 
-from zdinit import placement, progress
+from zdinit import paths, progress
+from zdinit.vm import placement
 from zdinit.errors import UsageError, ZdinitError
 
-RESULTS = pathlib.Path(__file__).resolve().parent.parent / "results"
 
 
-def new_results_dir(root=RESULTS):
+def new_results_dir(root=paths.RESULTS):
     """A partial directory, made final by publish() once everything is in.
 
     Runs started in the same second (two caches, or bench and lab) get

@@ -1,19 +1,20 @@
 """Drive the native lab (lab/): build it, capture its vectors, run sweeps,
-and read what they measured against the store rule (zdinit/store_rule.py)."""
+and read what they measured against the store rule (zdinit/kernel/store_rule.py)."""
 import contextlib
 import fcntl
 import json
 import os
-import pathlib
 import re
 import subprocess
 
-from zdinit import lab_clear, parse, progress, qemu, report, store_rule
+from zdinit import paths, progress
+from zdinit.kernel import store_rule
+from zdinit.lab import clear_stores
+from zdinit.results import report
+from zdinit.vm import console, qemu
 from zdinit.errors import UsageError, ZdinitError
 
-LAB = pathlib.Path(__file__).resolve().parent.parent / "lab"
-RESULTS = LAB.parent / "docs" / "results"
-VECTORS = LAB / "vectors" / "linux-6.12-x86_64.txt"
+VECTORS = paths.LAB / "vectors" / "linux-6.12-x86_64.txt"
 STREAMING = ("movnti", "sse2-movntdq", "avx2-vmovntdq", "avx512-vmovntdq",
              "movdir64b")
 CACHED = ("slow", "template-u64", "template-memcpy", "template-reload",
@@ -29,11 +30,11 @@ DUMP_HEAD = re.compile(r"zd_memremap: dump struct_page_size (\d+) head ([0-9a-f]
 
 def binary(sanitized=False):
     target = "build/zdlab-san" if sanitized else "build/zdlab"
-    proc = subprocess.run(["make", "-s", "-C", str(LAB), target],
+    proc = subprocess.run(["make", "-s", "-C", str(paths.LAB), target],
                           capture_output=True, text=True)
     if proc.returncode:
         raise ZdinitError(f"building the lab failed: {proc.stderr.strip()}")
-    return LAB / target
+    return paths.LAB / target
 
 
 def zdlab(args, sanitized=False, env=None):
@@ -100,7 +101,7 @@ def capture_vectors(target, accel):
                      {"scenario": "memremap-matrix", "strategies": "default",
                       "geometries": "+".join(geometries)},
                      accel, ram_mb=1024, label="capture vectors")
-    steps = parse.parse(boot.log).steps
+    steps = console.parse(boot.log).steps
     if len(steps) != 3:
         raise ZdinitError(f"expected 3 dumps, the guest ran {len(steps)}")
     text = vectors_text(*(dumps_of(s) for s in steps),
@@ -183,7 +184,7 @@ def stream_crossover(size_runs):
     return out
 
 
-# ---- the store rule (zdinit/store_rule.py) against what was measured -----
+# ---- the store rule (zdinit/kernel/store_rule.py) against what was measured -----
 
 # The lab strategies that stand for the rule's two choices: the kernel
 # streams with MOVNTI and copies cached from registers.  A run from before
@@ -376,19 +377,19 @@ def rule_table(points):
                      fmt_ms(p["kernel_best_ns"]), f"{p['rule_over_best']:.2f}",
                      p["best"], fmt_ms(p["best_ns"]),
                      f">{TOLERANCE - 1:.0%}" if p["flagged"] else ""])
-    return lab_clear.grid(rows)
+    return clear_stores.grid(rows)
 
 
 def rule_summary_lines(rule):
     """The rule as applied here, then every point where the best the
     kernel can run beats the rule's choice by more than TOLERANCE."""
     llc = ("unknown, so " if rule["llc_assumed"] else
-           f"{lab_clear.fmt_size(rule['llc_bytes'])}, ")
+           f"{clear_stores.fmt_size(rule['llc_bytes'])}, ")
     flagged = [p for p in rule["points"] if p["flagged"]]
-    lines = [f"store rule (zdinit/store_rule.py): LLC {llc}stream from "
-             f"{lab_clear.fmt_size(rule['stream_from_bytes'])} of struct "
+    lines = [f"store rule (zdinit/kernel/store_rule.py): LLC {llc}stream from "
+             f"{clear_stores.fmt_size(rule['stream_from_bytes'])} of struct "
              f"pages (cached with vmemmap tail reuse), one thread per "
-             f"{lab_clear.fmt_size(store_rule.BYTES_PER_THREAD)} up to "
+             f"{clear_stores.fmt_size(store_rule.BYTES_PER_THREAD)} up to "
              f"min({rule['node_cpus']} CPUs, {rule['max_threads']}); "
              f"within {TOLERANCE - 1:.0%} of the best the kernel can run at "
              f"{len(rule['points']) - len(flagged)} of "
@@ -421,7 +422,7 @@ def cpu_name(cpu):
                          f"{cpu.get('model_id')}")
 
 
-def committed_files(root=RESULTS):
+def committed_files(root=paths.COMMITTED_RESULTS):
     """(path under root, JSON) of every committed lab run's file but
     `zdlab features`, which holds the CPU alone."""
     for path in sorted(root.glob("lab*/**/*.json")):
@@ -430,7 +431,7 @@ def committed_files(root=RESULTS):
             yield name, load_bench(path, cut_off=name in CUT_OFF_RUNS)
 
 
-def committed_memmap_runs(root=RESULTS):
+def committed_memmap_runs(root=paths.COMMITTED_RESULTS):
     """{path under root: zdlab bench} of every committed lab run with
     memmap stores."""
     out = {}
@@ -441,7 +442,7 @@ def committed_memmap_runs(root=RESULTS):
     return out
 
 
-def committed_clear_runs(root=RESULTS):
+def committed_clear_runs(root=paths.COMMITTED_RESULTS):
     """{path under root: (cpu, bench runs)} of every committed clearing
     bench: the "clear" part of a lab.json, or a `zdlab clear bench`."""
     out = {}
@@ -484,7 +485,7 @@ def exception_key(name, p):
 
 
 # Ranges with vmemmap tail reuse (the '2M-reuse' and '1G-reuse' layouts)
-# keep cached copies under the rule (zdinit/store_rule.py gives the runs
+# keep cached copies under the rule (zdinit/kernel/store_rule.py gives the runs
 # behind it), so the points where MOVNTI lost there are no exceptions.
 _ZEN4_HOST = ("this host's bandwidth moved between cells (README there: "
               "MOVNTI between 12 and 26 GB/s in the same cell), and MOVNTI "
@@ -761,7 +762,7 @@ def table(runs):
                      str(r["threads"]), f"{r['memmap_bytes'] / 2**20:.0f}M",
                      r["strategy"], f"{r['ns_per_page']:.2f}",
                      f"{r['gb_per_s']:.1f}", f"{r['of_floor']:.2f}"])
-    return lab_clear.grid(rows)
+    return clear_stores.grid(rows)
 
 
 def plot(size_runs, path):
@@ -813,17 +814,17 @@ def plot_or_warn(name, draw):
                      f"{type(exc).__name__}: {first}")
 
 
-def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
+def run(quick=False, reserve_hugetlb=False, out_root=paths.RESULTS):
     if not VECTORS.exists():
         raise ZdinitError(f"{VECTORS} missing: run 'python3 -m zdinit "
                           "capture-vectors'")
     feats = features()
     nproc = os.cpu_count() or 1
     # The memmap backing sweep maps big_bytes() of 2 MB hugetlb pages too.
-    need = lab_clear.hugetlb_need(quick)
-    need[2048] = max(need[2048], big_bytes(quick) // lab_clear.HUGE_2M)
+    need = clear_stores.hugetlb_need(quick)
+    need[2048] = max(need[2048], big_bytes(quick) // clear_stores.HUGE_2M)
     with one_run_at_a_time(out_root), (
-            lab_clear.hugetlb_pool(need) if reserve_hugetlb
+            clear_stores.hugetlb_pool(need) if reserve_hugetlb
             else contextlib.nullcontext({})) as added:
         partial, final = report.new_results_dir(out_root)
         all_runs = []
@@ -834,9 +835,9 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
                 for r in data["runs"]:
                     r.update(sweep=name, geometry=data["geometry"])
                 all_runs += data["runs"]
-            clear = lab_clear.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
+            clear = clear_stores.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
                                   progress.say)
-            clear["rule"] = lab_clear.clear_rule_points(clear["bench"],
+            clear["rule"] = clear_stores.clear_rule_points(clear["bench"],
                                                         feats["cpu"])
             size_runs = [r for r in all_runs if r["sweep"] == "size"]
             rec = recommend(all_runs, feats["cpu"], nproc)
@@ -855,14 +856,14 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
                                               + "\n")
             text = "\n\n".join([table(all_runs),
                                  rule_table(rec["rule"]["points"]),
-                                 lab_clear.bench_table(clear["bench"]),
-                                 lab_clear.fault_table(clear["fault"])])
+                                 clear_stores.bench_table(clear["bench"]),
+                                 clear_stores.fault_table(clear["fault"])])
             (partial / "lab.txt").write_text(text + "\n")
         except BaseException:
             report.mark_failed(partial)
             raise
         plot_or_warn("lab.png", lambda: plot(size_runs, partial / "lab.png"))
-        plot_or_warn("lab-clear.png", lambda: lab_clear.plot(
+        plot_or_warn("lab-clear.png", lambda: clear_stores.plot(
             clear["bench"], clear["fault"], partial / "lab-clear.png"))
         final = report.publish(partial, final)
     lines = [text, "", f"CPU: {feats['cpu']['model']} (family "
@@ -872,14 +873,14 @@ def run(quick=False, reserve_hugetlb=False, out_root=report.RESULTS):
     for state, r in rec["stream_crossover"].items():
         lines.append(f"{state}: best at the largest size: "
                      f"{r['best_at_largest']}; streaming wins from "
-                     f"{lab_clear.fmt_opt(r['stream_wins_from_bytes'])}")
+                     f"{clear_stores.fmt_opt(r['stream_wins_from_bytes'])}")
     lines += rule_summary_lines(rec["rule"])
     saturate = threads_to_saturate(threads)
     lines.append(f"threads to reach {SATURATED:.0%} of the best rate (of "
                  f"{nproc} CPUs): " + ", ".join(f"{name} {n}" for name, n
                                                 in saturate.items()))
-    lines += lab_clear.summary_lines(clear["recommendation"])
-    lines += lab_clear.clear_rule_lines(clear["rule"], feats["cpu"])
+    lines += clear_stores.summary_lines(clear["recommendation"])
+    lines += clear_stores.clear_rule_lines(clear["rule"], feats["cpu"])
     lines.append(f"results: {final}")
     return "\n".join(lines)
 

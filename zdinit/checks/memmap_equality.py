@@ -15,12 +15,14 @@ Four parts, all on the patched kernel:
 import pathlib
 import tempfile
 
-from zdinit import bench, families, kunit, parse, qemu, runner, scenarios
+from zdinit.families import loop, rebind, registry, scenarios
+from zdinit.kernel import kunit
+from zdinit.vm import console, qemu
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
 GiB = 1 << 30
-# type:size_mb:offset_mb:shift.  Offsets of 2 MiB start the ranges off
+# Each geometry is type:size_mb:offset_mb:shift.  Offsets of 2 MiB start the ranges off
 # section (128 MiB) boundaries; odd sizes end them off those boundaries too.
 GEOMETRIES = (
     ("private:130:2:0", "DEVICE_PRIVATE order-0, unaligned start and end"),
@@ -76,7 +78,7 @@ def run_module_matrix(target, accel, logs):
                      ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900,
                      label="selftest matrix",
                      log_path=logs / "matrix.log")
-    matrix = parse.parse(boot.log)
+    matrix = console.parse(boot.log)
     if matrix.splats:
         raise ZdinitError(f"selftest: kernel reported: {matrix.splats[0]}")
     out = check_matrix(matrix)
@@ -100,7 +102,7 @@ def run_skip_injection(target, accel, logs):
                          nvdimms=[(img.path, img.size)],
                          log_path=logs / "skip.log",
                          label="selftest skip injection")
-    run = parse.parse(boot.log)
+    run = console.parse(boot.log)
     checks = [c for c in run.checks if c["name"] == "verify-catches-skip"]
     if len(checks) != 4 or any(c["result"] != "pass" for c in checks):
         raise ZdinitError(f"selftest: the memmap check missed skipped struct "
@@ -143,8 +145,8 @@ def run_hotplug_verify(target, accel, logs):
                      ram_mb=qemu.CHECK_GUEST_RAM_MB, timeout_s=900,
                      label="selftest hotplug",
                      log_path=logs / "hotplug.log",
-                     cmdline=bench.HOTPLUG_CMDLINE, virtio_mem=HOTPLUG_SIZE)
-    run = parse.parse(boot.log)
+                     cmdline=rebind.HOTPLUG_CMDLINE, virtio_mem=HOTPLUG_SIZE)
+    run = console.parse(boot.log)
     if run.splats:
         raise ZdinitError(f"selftest hotplug: kernel reported: {run.splats[0]}")
     problem = run.verify_problem()
@@ -201,10 +203,10 @@ def run(target, accel, altmap):
                                 qemu.CHECK_GUEST_RAM_MB * MiB
                                 + qemu.CHECK_IMAGE_BYTES)
         out = [line for lines in parts for line in lines]
-        samples = runner.run([(families.REBIND, spec) for spec in altmap],
+        samples = loop.run([(registry.REBIND, spec) for spec in altmap],
                              [target], 1, accel, logs, verify=True)
     for (scenario, align, _, strategy), entry in sorted(
-            samples[families.REBIND.name].items()):
+            samples[registry.REBIND.name].items()):
         out.append(f"{scenario}{' ' + align if align else ''} {strategy}->"
                    f"{'/'.join(sorted(entry['resolved']))}: "
                    f"{len(entry['samples_ms'])} rebinds verified")

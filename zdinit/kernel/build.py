@@ -6,12 +6,12 @@ import pathlib
 import shutil
 import subprocess
 
-from zdinit import bases, cache, deps, kconfig, proc, progress, source
+from zdinit import cache, deps, paths, proc, progress
+from zdinit.kernel import bases, kconfig, source
 from zdinit.errors import UsageError, ZdinitError
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
 
-MODULE_SRC = ROOT / "module"
+MODULE_SRC = paths.ROOT / "module"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +115,7 @@ def variant_spec(variant, contiguity=False):
 
 def typed_path(path):
     """path as typed in the project's root, where it is under it."""
-    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    return path.relative_to(paths.ROOT) if path.is_relative_to(paths.ROOT) else path
 
 
 class MissingPatch(ZdinitError):
@@ -186,11 +186,11 @@ def variant_patches(variant, base, contiguity=False):
         patches = [p for p in patches if spec.selects(subject(p))]
     for name in spec.extra:
         extra = name.format(base=base.name)
-        if not (ROOT / extra).is_file():
+        if not (paths.ROOT / extra).is_file():
             raise MissingPatch(f"kernel '{variant}' has no patch for base "
                                f"{base.name} ({extra} is missing)",
                                f"no {extra}")
-        patches.append(ROOT / extra)
+        patches.append(paths.ROOT / extra)
     return patches
 
 

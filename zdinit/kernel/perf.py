@@ -9,7 +9,8 @@ import hashlib
 import shutil
 import subprocess
 
-from zdinit import bases, build, cache, deps, proc, progress, source
+from zdinit import cache, deps, proc, progress
+from zdinit.kernel import bases, build, source
 from zdinit.errors import ZdinitError
 
 BASE = "7.3"

@@ -3,9 +3,9 @@ import pathlib
 import re
 import subprocess
 
+from zdinit import paths
 from zdinit.errors import ZdinitError
 
-CONFIGS = pathlib.Path(__file__).resolve().parent.parent / "configs"
 _SET = re.compile(r"^(CONFIG_\w+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_\w+) is not set$")
 
@@ -36,14 +36,14 @@ def fragment_paths(variant_fragments, base):
     addition is merged after the common fragment, so it may also override
     a common line for its base.
     """
-    paths = []
+    found = []
     for name in variant_fragments:
-        path = CONFIGS / f"{name}.config"
+        path = paths.CONFIGS / f"{name}.config"
         if not path.is_file():
             raise ZdinitError(f"kconfig fragment {path} not found")
-        addition = CONFIGS / f"linux-{base.name}" / f"{name}.config"
-        paths += [path] + ([addition] if addition.is_file() else [])
-    return paths
+        addition = paths.CONFIGS / f"linux-{base.name}" / f"{name}.config"
+        found += [path] + ([addition] if addition.is_file() else [])
+    return found
 
 
 def requested(paths):

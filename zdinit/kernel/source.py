@@ -1,7 +1,6 @@
 """A base's Debian kernel tree and the variants made from it."""
 import hashlib
 import os
-import pathlib
 import shutil
 import subprocess
 
@@ -50,7 +49,7 @@ def _apt(base, workdir, *args):
             f"base {base.name}: apt-get {args[0]} of {base.package} "
             f"{base.version} from {base.archive} {base.suite} failed: {why} "
             "(check the network, or the version is gone from the archive: "
-            "update zdinit/bases.py)")
+            "update zdinit/kernel/bases.py)")
 
 
 def fetch_deb(base):
@@ -80,7 +79,7 @@ def fetch_deb(base):
             raise ZdinitError(
                 f"base {base.name}: {base.deb_name} has sha256 {digest}, "
                 f"not the pinned {base.sha256}; the archive changed it: "
-                "check it and update zdinit/bases.py")
+                "check it and update zdinit/kernel/bases.py")
         os.replace(got, deb)
     finally:
         shutil.rmtree(work, ignore_errors=True)

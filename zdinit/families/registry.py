@@ -16,7 +16,9 @@ import json
 import pathlib
 from typing import Callable
 
-from zdinit import bench, clear, hotplug, parse, report, scenarios
+from zdinit.families import clearing, onlining, rebind, scenarios
+from zdinit.results import report
+from zdinit.vm import console
 
 MiB = 1 << 20
 
@@ -67,9 +69,9 @@ def _memmap_boot(spec, target, variation, share, verify):
         what=(f"{share} offline/online cycles per zone" if hotplugged else
               f"{share} rebinds per strategy, {len(target.strategies)} "
               "strategies"),
-        params=bench.boot_params(spec, target, share, verify, spec.aligns),
+        params=rebind.boot_params(spec, target, share, verify, spec.aligns),
         ram_mb=spec.guest_ram_mb(),
-        cmdline=(bench.HOTPLUG_CMDLINE if hotplugged else ()) + variation,
+        cmdline=(rebind.HOTPLUG_CMDLINE if hotplugged else ()) + variation,
         nvdimm_bytes=spec.size if spec.scenario.nvdimm else 0,
         touched_bytes=spec.image_touched_bytes(),
         virtio_mem=spec.size if spec.scenario.virtio_mem else 0)
@@ -84,16 +86,16 @@ def _memmap_describe(spec):
 
 
 def _rebind_check(spec, run, label, target, variation, share, verify):
-    bench.check_run(spec, run, label, verify)
+    rebind.check_run(spec, run, label, verify)
 
 
 def _onlining_check(spec, run, label, target, variation, share, verify):
     kernel = target.kernel
-    hotplug.check_run(dataclasses.replace(spec, n=share), run, label,
-                      hotplug.times_onlining(kernel),
+    onlining.check_run(dataclasses.replace(spec, n=share), run, label,
+                      onlining.times_onlining(kernel),
                       strategies=len(target.hotplug_strategies),
                       verify=verify,
-                      contiguity=(hotplug.keeps_contiguity_exact(kernel)
+                      contiguity=(onlining.keeps_contiguity_exact(kernel)
                                   if target.contiguity else None))
 
 
@@ -152,19 +154,19 @@ def _clearing_notes(results):
               "measured, where the preemption model batches (none, "
               "voluntary); '-' under full and lazy, which clear each run "
               "in one call.")
-    tcg = [clear.TCG_NOTE] if results["env"]["accel"] == "tcg" else []
+    tcg = [clearing.TCG_NOTE] if results["env"]["accel"] == "tcg" else []
     return [legend] + tcg
 
 
 REBIND = Family(
     name="rebind", title="ZONE_DEVICE memmap initialisation per rebind",
-    parse=parse.parse,
+    parse=console.parse,
     variations=lambda spec, target: spec.scenario.boots,
     boot=_memmap_boot, check=_rebind_check,
     collect=lambda samples, spec, run, target, share, first_round:
-        bench.collect_memmap(samples, spec, run, target.kernel.variant,
+        rebind.collect_memmap(samples, spec, run, target.kernel.variant,
                              first_round),
-    records=bench.runs_table, host_bytes=_memmap_host_bytes,
+    records=rebind.runs_table, host_bytes=_memmap_host_bytes,
     describe=_memmap_describe,
     owns=lambda r: "method" not in r and not r.get("metric"),
     tables=lambda runs, table: [("", table(runs))],
@@ -175,7 +177,7 @@ ONLINING = dataclasses.replace(
     REBIND, name="onlining", title="Memory onlining per state change",
     check=_onlining_check,
     collect=lambda samples, spec, run, target, share, first_round:
-        hotplug.collect(samples, spec, run, target.kernel.variant,
+        onlining.collect(samples, spec, run, target.kernel.variant,
                         first_round),
     owns=lambda r: bool(r.get("metric")),
     tables=lambda runs, table: [
@@ -186,25 +188,25 @@ ONLINING = dataclasses.replace(
 
 CLEARING = Family(
     name="clearing", title="Huge-page clearing on demand faults",
-    parse=clear.parse_run,
+    parse=clearing.parse_run,
     variations=lambda spec, target: spec.models(target.kernel.base),
     boot=lambda spec, target, preempt, share, verify: BootPlan(
-        label=f"clear {clear.kernel_name(target.kernel.base, target.kernel.variant)}"
+        label=f"clear {clearing.kernel_name(target.kernel.base, target.kernel.variant)}"
               f" preempt={preempt}",
         log_name=f"clear-{target.kernel.base.name}-{target.kernel.variant}"
                  f"-{preempt}",
         what=f"{share} loops per method",
-        **clear.boot_args(spec, target, "clear", preempt, n=share)),
+        **clearing.boot_args(spec, target, "clear", preempt, n=share)),
     check=lambda spec, run, label, target, preempt, share, verify:
-        clear.check_run(spec, run, label, target, preempt, share),
+        clearing.check_run(spec, run, label, target, preempt, share),
     collect=lambda samples, spec, run, target, share, first_round:
-        clear.collect(samples, spec, run, target),
-    records=clear.runs_table,
+        clearing.collect(samples, spec, run, target),
+    records=clearing.runs_table,
     host_bytes=lambda spec, variant:
-        clear.guest_ram_mb(spec, variant) * MiB,
+        clearing.guest_ram_mb(spec, variant) * MiB,
     describe=lambda spec: f"clear at {scenarios.size_text(spec.size)}",
     owns=lambda r: "method" in r,
-    tables=lambda runs, table: [("", table(runs, clear.HEADER, clear.rows))],
+    tables=lambda runs, table: [("", table(runs, clearing.HEADER, clearing.rows))],
     notes=_clearing_notes)
 
 FAMILIES = (REBIND, ONLINING, CLEARING)

@@ -6,11 +6,10 @@ directories under patches/, applied in order, each on top of the ones
 before it.  Adding a base is one entry here plus its patch directories.
 """
 import dataclasses
-import pathlib
 
+from zdinit import paths
 from zdinit.errors import UsageError
 
-PATCHES_ROOT = pathlib.Path(__file__).resolve().parent.parent / "patches"
 DEBIAN_KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 
 
@@ -68,7 +67,7 @@ class Base:
 
     def series_dir(self, part):
         """The directory of one Part of this base's stacks."""
-        return PATCHES_ROOT / f"linux-{self.name}-{part.name}"
+        return paths.PATCHES / f"linux-{self.name}-{part.name}"
 
 
 # The ZONE_DEVICE and onlining work as six series, each with its own cover

@@ -1,4 +1,4 @@
-"""The one run loop of every measured family (families.py): the host check
+"""The one run loop of every measured family (registry.py): the host check
 before anything heavy, the boots interleaved round by round, and the
 results directory that is published whole or marked failed."""
 import contextlib
@@ -6,8 +6,10 @@ import os
 import subprocess
 import time
 
-from zdinit import families, placement, progress, qemu, report
-from zdinit.build import ROOT
+from zdinit import paths, progress
+from zdinit.families import registry
+from zdinit.results import report
+from zdinit.vm import placement, qemu
 
 MiB = 1 << 20
 
@@ -101,7 +103,7 @@ def measure(plan, targets, rounds, accel, accel_why, command_line, *,
         results = {"command": command_line,
                    "wall_s": round(time.monotonic() - started, 1),
                    "env": env, "runs": runs}
-        families.write(results, partial)
+        registry.write(results, partial)
     except BaseException:
         failed = report.mark_failed(partial)
         progress.say(f"incomplete run; logs kept in {failed}")
@@ -110,7 +112,7 @@ def measure(plan, targets, rounds, accel, accel_why, command_line, *,
 
 
 def git_rev():
-    proc = subprocess.run(["git", "-C", str(ROOT), "describe", "--always",
+    proc = subprocess.run(["git", "-C", str(paths.ROOT), "describe", "--always",
                            "--dirty", "--abbrev=12"],
                           capture_output=True, text=True)
     return proc.stdout.strip() or "unknown"

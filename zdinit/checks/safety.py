@@ -8,7 +8,10 @@ import dataclasses
 import json
 from typing import Callable
 
-from zdinit import parse, progress, qemu, report, scenarios
+from zdinit import progress
+from zdinit.families import scenarios
+from zdinit.results import report
+from zdinit.vm import console, qemu
 from zdinit.errors import ZdinitError
 
 MiB = 1 << 20
@@ -224,7 +227,7 @@ def run_job(job, kernel_target, accel, logs):
                          labels=job.labels, virtio_mem=job.virtio_mem,
                          cmdline=job.cmdline + (("log_buf_len=4M",)
                                                 if job.virtio_mem else ()))
-    run = parse.parse(boot.log)
+    run = console.parse(boot.log)
     rows = []
     if verify:
         v = run.verify or {}

@@ -1,6 +1,6 @@
 """How the kernel should write a ZONE_DEVICE memmap: streaming or cached
 stores, and on how many threads.  The one statement of the rule; the
-lab's recommendation (zdinit/lab.py) and its test against every
+lab's recommendation (zdinit/lab/memmap_stores.py) and its test against every
 committed native run apply this function, not a copy of it.
 
 The rule, given the struct page bytes the kernel writes (not pfns times
@@ -72,7 +72,7 @@ medians, "cold" a flushed destination as a rebind writes):
     above only.  Below 32 MiB cached copies won on Zen 4 (template-regs
     1.1x-4.3x faster at 1-16 MB) and on one Xeon thread into a hot or
     rewritten 16 MB destination.  Where the rule loses by more than 10%
-    in a committed run, zdinit/lab.py's RULE_EXCEPTIONS says why.
+    in a committed run, zdinit/lab/memmap_stores.py's RULE_EXCEPTIONS says why.
   - The default of 32 MiB for an unknown LLC: the smallest LLC among the
     CPUs measured, one Zen 3, Zen 4 or Zen 5 CCD's L3, which is where the
     crossovers measured lie; guessing larger would keep cached copies

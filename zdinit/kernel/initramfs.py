@@ -5,10 +5,9 @@ import shutil
 import subprocess
 import tempfile
 
-from zdinit import deps
+from zdinit import deps, paths
 from zdinit.errors import ZdinitError
 
-GUEST = pathlib.Path(__file__).resolve().parent.parent / "guest"
 TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl",
          "mkfs.ext4": "e2fsprogs", "bash-static": "bash-static"}
 DYNAMIC = ("ndctl", "mkfs.ext4")
@@ -136,7 +135,7 @@ GUEST_MODULES = {"virtio_mem.ko": "drivers/virtio/virtio_mem.ko"}
 def build_guest_tool(tool, libs, dest):
     """Static, so it needs no libraries in the guest."""
     proc = subprocess.run(["gcc", "-static", "-O2", "-Wall", "-o", str(dest),
-                           str(GUEST / f"{tool}.c")] + libs,
+                           str(paths.GUEST / f"{tool}.c")] + libs,
                           capture_output=True, text=True)
     if proc.returncode:
         raise ZdinitError(f"building guest/{tool}.c failed: "
@@ -160,9 +159,9 @@ def build(kernel, dest, tools=None):
                         root / "bin" / name)
             for lib in shared_libraries(binaries[name]):
                 _copy(lib, root)
-        shutil.copy2(GUEST / "init", root / "init")
+        shutil.copy2(paths.GUEST / "init", root / "init")
         for script in GUEST_SCRIPTS:
-            shutil.copy2(GUEST / script, root / "zdinit" / script)
+            shutil.copy2(paths.GUEST / script, root / "zdinit" / script)
         for module in kernel.modules:
             shutil.copy2(module, root / "zdinit" / module.name)
         for name, path in GUEST_MODULES.items():

@@ -21,7 +21,8 @@ import re
 import shutil
 import subprocess
 
-from zdinit import build, cache, deps, kunit, progress
+from zdinit import cache, deps, progress
+from zdinit.kernel import build, kunit
 from zdinit.errors import ZdinitError
 
 

@@ -37,9 +37,9 @@ import operator
 import re
 import subprocess
 
-from zdinit import build, docs
+from zdinit import paths
+from zdinit.results import docs
 
-ROOT = build.ROOT
 
 # Unit words -> (kind, scale to the kind's base unit: seconds, bytes, 1).
 UNITS = {
@@ -63,7 +63,7 @@ CONSTANTS = {"KiB": 2 ** 10, "MiB": 2 ** 20, "GiB": 2 ** 30, "TiB": 2 ** 40,
 NUMBER = r"\d[\d,]*(?:\.\d+)?"
 UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 # "1 min 5 s", "66 min 30 s"
-MIN_SEC = re.compile(rf"\b(\d+) min (\d+) s\b")
+MIN_SEC = re.compile(r"\b(\d+) min (\d+) s\b")
 # "58.90, 222.56 and 137.48 ms", "2.01x-3.18x", "21 to 26 per cent",
 # "13.4 against 11.7 GB/s": the numbers of a list, range or comparison
 # share the unit written after the last.
@@ -177,13 +177,13 @@ def _prose_lines(page_text):
 
 def _existing_runs(text):
     return [name for name in RUN_NAME.findall(text)
-            if (docs.RESULTS / name).is_dir()]
+            if (paths.COMMITTED_RESULTS / name).is_dir()]
 
 
 def blocks(page):
     """The page's paragraphs, list items and table rows, each with the
     runs it is checked against."""
-    name = str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) \
+    name = str(page.relative_to(paths.ROOT)) if page.is_relative_to(paths.ROOT) \
         else page.name
     lines, table_runs = _prose_lines(page.read_text())
     sections, current, start = [], [], 0
@@ -314,15 +314,15 @@ def evidence(run):
     """The numbers and durations in a run's files, read once."""
     if run not in _EVIDENCE:
         found = Evidence()
-        for item in _run_texts(docs.RESULTS / run):
+        for item in _run_texts(paths.COMMITTED_RESULTS / run):
             if isinstance(item, str):
                 found.add_text(item)
             else:
                 found.add_json(item)
-        if (docs.RESULTS / run / "table.py").is_file():
+        if (paths.COMMITTED_RESULTS / run / "table.py").is_file():
             # What the run's own table script computes from its samples.
             found.add_text(docs.RENDERERS["script"](
-                docs.provenance(run), docs.RESULTS / run))
+                docs.provenance(run), paths.COMMITTED_RESULTS / run))
         _EVIDENCE[run] = found
     return _EVIDENCE[run]
 
@@ -433,7 +433,7 @@ def missing_commits(pages=None):
                 if not (re.search(r"\d", word) and re.search("[a-f]", word)):
                     continue
                 known = subprocess.run(
-                    ["git", "-C", str(ROOT), "cat-file", "-e",
+                    ["git", "-C", str(paths.ROOT), "cat-file", "-e",
                      f"{word}^{{commit}}"], capture_output=True)
                 if known.returncode:
                     problems.append(f"{page.name}:{i}: commit {word} is not "

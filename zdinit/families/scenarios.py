@@ -2,7 +2,7 @@
 import dataclasses
 import re
 
-from zdinit import bases, store_rule
+from zdinit.kernel import bases, store_rule
 from zdinit.errors import UsageError
 
 PAGE = 4096
@@ -229,7 +229,7 @@ def auto_strategy(written, llc_bytes, pages=None):
     """The strategy the series' auto must take for a range of `pages`
     pfns that writes `written` struct pages under a last-level cache of
     llc_bytes (0 or None: unknown), named as its timing line names it:
-    the store rule's (zdinit/store_rule.py), whose thread count is not
+    the store rule's (zdinit/kernel/store_rule.py), whose thread count is not
     asked for here.  Fewer written than pages is vmemmap tail reuse
     (devdax map=mem with 2M or 1G pages: a record's `pages` against its
     `struct_pages_written`), which keeps the template at any size;
@@ -241,7 +241,7 @@ def auto_strategy(written, llc_bytes, pages=None):
 
 
 # The clear family: demand-fault clearing of huge pages in the
-# guest, declared like the memmap scenarios but run by zdinit/clear.py.
+# guest, declared like the memmap scenarios but run by zdinit/families/clearing.py.
 CLEAR_PAGES = {"2M": 2 * MiB, "1G": GiB}
 PREEMPT_MODELS = bases.preempt_models()
 CLEAR_GUEST_OVERHEAD = 1536 * MiB   # kernel, initramfs, page tables, slack

@@ -3,7 +3,9 @@ checks and records (families.py declares them, runner.py runs them)."""
 import dataclasses
 import pathlib
 
-from zdinit import build, hotplug, initramfs, scenarios, stats
+from zdinit.families import onlining, scenarios
+from zdinit.kernel import build, initramfs
+from zdinit.results import stats
 from zdinit.errors import ZdinitError
 
 
@@ -43,7 +45,7 @@ def boot_params(spec, target, n, verify, aligns):
               "strategies": ",".join(strategies)}
     if spec.scenario.zones:
         params["zones"] = ",".join(spec.scenario.zones)
-        params["timing"] = int(hotplug.times_onlining(target.kernel))
+        params["timing"] = int(onlining.times_onlining(target.kernel))
         params["contiguity"] = int(target.contiguity)
     if verify:
         params["verify"] = 1
@@ -120,7 +122,7 @@ def runs_table(samples, specs):
                   "guest_llc_bytes": e.get("guest_llc_bytes"),
                   "first_bind_ms": e["first_bind_ms"],
                   "samples_ms": e["samples_ms"]}
-        runs.append(hotplug.split_record(record) if scenario in family
+        runs.append(onlining.split_record(record) if scenario in family
                     else record)
     return resummarize(runs)
 

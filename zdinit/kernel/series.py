@@ -8,7 +8,8 @@ import re
 import shutil
 import subprocess
 
-from zdinit import bases, build, cross, deps, progress, source
+from zdinit import deps, progress
+from zdinit.kernel import bases, build, cross, source
 from zdinit.errors import UsageError, ZdinitError
 
 # Both files the series adds are covered by existing MAINTAINERS entries

@@ -4,7 +4,7 @@ import json
 import pathlib
 import statistics
 
-from zdinit import stats
+from zdinit.results import stats
 from zdinit.errors import ZdinitError
 
 PER_PAGE = ("page-stosb", "page-stosq", "page-movq")

@@ -13,8 +13,11 @@ import os
 import pathlib
 import re
 
-from zdinit import (bench, build, initramfs, parse, perf, progress, qemu,
-                    report, scenarios, source, stats)
+from zdinit import progress
+from zdinit.families import rebind, scenarios
+from zdinit.kernel import build, initramfs, perf, source
+from zdinit.results import report, stats
+from zdinit.vm import console, qemu
 from zdinit.errors import ZdinitError
 
 KERNELS = ("clear-base", "clear")
@@ -96,17 +99,17 @@ class ClearRun:
     splats: list = dataclasses.field(default_factory=list)
 
 
-def parse_run(console):
-    run = ClearRun([], [], [], None, splats=parse.parse(console).splats)
-    for raw in console.splitlines():
+def parse_run(text):
+    run = ClearRun([], [], [], None, splats=console.parse(text).splats)
+    for raw in text.splitlines():
         line = raw[raw.find("@@zdinit "):].strip() if "@@zdinit " in raw else ""
         m = RESULT.match(line)
         if m:
-            getattr(run, m.group("kind")).append(parse._labels(m.group("rest")))
+            getattr(run, m.group("kind")).append(console._labels(m.group("rest")))
         elif m := RULE.match(line):
-            run.rule = parse._labels(m.group("rest"))
+            run.rule = console._labels(m.group("rest"))
         elif m := SELFTEST.match(line):
-            run.selftests.append(parse._labels(m.group("rest")))
+            run.selftests.append(console._labels(m.group("rest")))
         elif m := PREEMPT.match(line):
             run.preempt = m.group("model")
     return run
@@ -132,7 +135,7 @@ def prepare(spec, kernels, with_perf=False):
     the kernels ((base, variant) pairs) and their initramfs images; pick
     the accelerator."""
     tools = {"perf": perf.binary()} if with_perf else {}
-    targets = [bench.build_target(variant, base, METHODS[variant],
+    targets = [rebind.build_target(variant, base, METHODS[variant],
                                   tools=tools)
                for base, variant in kernels]
     accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)

@@ -9,7 +9,8 @@ report, in ms.
 import collections
 import os
 
-from zdinit import build, parse
+from zdinit.kernel import build
+from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
 PAGE = 4096
@@ -87,7 +88,7 @@ def step_metrics(step):
                                                  for m in step.moves) / 1000.0
     if step.onlines:
         metrics["online_pages"] = sum(o.total_us for o in step.onlines) / 1000.0
-        for part in parse.ONLINE_PARTS:
+        for part in console.ONLINE_PARTS:
             metrics[part] = sum(o.parts[part] for o in step.onlines) / 1000.0
         before = moves_before_online(step)
         if before:

@@ -24,7 +24,7 @@ differ from what their runs render.  A run renders only if it records
 the command that made it and a project revision without -dirty.
 
 Every number a table shows is computed from the run's samples by its
-family's own code (bench.resummarize, clear.resummarize), never read
+family's own code (rebind.resummarize, clearing.resummarize), never read
 from the summary fields results.json stores beside them; and both
 commands refuse while a committed run's stored summaries are not what
 its samples give (regenerate() rewrites them), so that results.json and
@@ -38,11 +38,11 @@ import json
 import math
 import re
 
-from zdinit import bench, build, clear, families, report
+from zdinit import paths
+from zdinit.families import clearing, rebind, registry
+from zdinit.results import report
 from zdinit.errors import UsageError, ZdinitError
 
-ROOT = build.ROOT
-RESULTS = ROOT / "docs" / "results"
 
 MARKER = re.compile(r"(<!-- table: (?P<spec>.+?) -->\n)(?P<body>.*?)"
                     r"(?P<end><!-- end table -->)", re.S)
@@ -78,7 +78,7 @@ RENDERERS = {
     "onlining": lambda results, run_dir: report.hotplug_breakdown(
         results["runs"]),
     "clear": lambda results, run_dir: report.markdown_table(
-        _clear_runs(results), clear.HEADER, clear.rows),
+        _clear_runs(results), clearing.HEADER, clearing.rows),
     "script": _run_script,
 }
 
@@ -86,7 +86,7 @@ RENDERERS = {
 def provenance(run):
     """A committed run's results, if it says how it was made and was
     made from a clean tree; otherwise one line why not."""
-    path = RESULTS / run / "results.json"
+    path = paths.COMMITTED_RESULTS / run / "results.json"
     if not path.is_file():
         raise UsageError(f"docs/results/{run} has no results.json")
     results = report.load_results(path)
@@ -104,13 +104,13 @@ def provenance(run):
 def resummarized(runs):
     """runs, in their order, with every summary field computed again from
     their samples by their family's own code."""
-    clearing = [families.CLEARING.owns(r) for r in runs]
+    cleared = [registry.CLEARING.owns(r) for r in runs]
     # Each family's records come back in their order: take them in turn.
-    fresh = {True: iter(clear.resummarize(
-                 [r for r, c in zip(runs, clearing) if c])),
-             False: iter(bench.resummarize(
-                 [r for r, c in zip(runs, clearing) if not c]))}
-    return [next(fresh[c]) for c in clearing]
+    fresh = {True: iter(clearing.resummarize(
+                 [r for r, c in zip(runs, cleared) if c])),
+             False: iter(rebind.resummarize(
+                 [r for r, c in zip(runs, cleared) if not c]))}
+    return [next(fresh[c]) for c in cleared]
 
 
 @functools.lru_cache(maxsize=64)
@@ -125,7 +125,7 @@ def _resummarized_json(text):
 def runs_from_samples(run):
     """A committed run's records with every summary field computed from
     their samples."""
-    text = (RESULTS / run / "results.json").read_text()
+    text = (paths.COMMITTED_RESULTS / run / "results.json").read_text()
     try:
         return json.loads(_resummarized_json(text))
     except KeyError as err:
@@ -145,7 +145,7 @@ ABSENT = "absent"
 def record_name(record):
     """'7.3 1G none clear stream', 'kmem movable mom: online wall patched
     auto': the row's name in the tables, then its kernel and method."""
-    if families.CLEARING.owns(record):
+    if registry.CLEARING.owns(record):
         # Clearing runs from before the family compared bases name none.
         return " ".join(record[k] for k in ("base", "page", "preempt",
                                             "kernel", "method")
@@ -193,7 +193,7 @@ def _shown(value):
 def stale_summary(run):
     """One line naming the first record and field whose stored summary a
     committed run's samples do not give, or None."""
-    runs = report.load_results(RESULTS / run / "results.json")["runs"]
+    runs = report.load_results(paths.COMMITTED_RESULTS / run / "results.json")["runs"]
     for stored, fresh in zip(runs, runs_from_samples(run)):
         found = first_difference(stored, fresh)
         if found:
@@ -206,7 +206,7 @@ def stale_summary(run):
 def stale_summaries():
     """stale_summary() of every committed run with a results.json, cited
     by a page or not."""
-    runs = sorted(p.parent.name for p in RESULTS.glob("*/results.json"))
+    runs = sorted(p.parent.name for p in paths.COMMITTED_RESULTS.glob("*/results.json"))
     return [line for line in map(stale_summary, runs) if line]
 
 
@@ -224,17 +224,17 @@ def check_summaries():
 def regenerate(run):
     """Rewrite a committed run's stored summaries from its samples: the
     summary fields of results.json (nothing else of it) and summary.md,
-    which families.summary_md() renders from the same records."""
-    directory = RESULTS / run
+    which registry.summary_md() renders from the same records."""
+    directory = paths.COMMITTED_RESULTS / run
     results = report.load_results(directory / "results.json")
     results["runs"] = resummarized(results["runs"])
-    # As families.write() writes it; the records keep their fields, an
+    # As registry.write() writes it; the records keep their fields, an
     # implied base included only in what summary.md is rendered from.
     (directory / "results.json").write_text(json.dumps(results, indent=1)
                                             + "\n")
     named = dict(results, runs=_clear_runs(results)) \
-        if any(map(families.CLEARING.owns, results["runs"])) else results
-    (directory / "summary.md").write_text(families.summary_md(named))
+        if any(map(registry.CLEARING.owns, results["runs"])) else results
+    (directory / "summary.md").write_text(registry.summary_md(named))
 
 
 def caption(run, results):
@@ -331,7 +331,7 @@ def render(spec):
     """The text between a marker and its end: the run, then the table."""
     run, kind, options = parse_spec(spec)
     results = from_samples(run)
-    text = RENDERERS[kind](results, RESULTS / run)
+    text = RENDERERS[kind](results, paths.COMMITTED_RESULTS / run)
     tables = markdown_tables(text)
     if not 1 <= options["part"] <= len(tables):
         raise UsageError(f"part {options['part']}: the renderer printed "
@@ -344,7 +344,7 @@ def render(spec):
 
 def pages(root=None):
     """README.md and the docs pages (not the runs' own notes)."""
-    root = root or ROOT
+    root = root or paths.ROOT
     return [root / "README.md"] + sorted((root / "docs").glob("*.md"))
 
 
@@ -381,7 +381,7 @@ def update(check=False, root=None):
     tables.  Refused first while a committed run's stored summaries are
     not what its samples give (check_summaries())."""
     check_summaries()
-    root = root or ROOT
+    root = root or paths.ROOT
     stale, count = {}, 0
     for page in pages(root):
         text = page.read_text()
