@@ -10,6 +10,7 @@ import pytest
 
 from conftest import ROOT
 from zdinit import cli, paths
+from zdinit.kernel import initramfs
 from zdinit.results import docnumbers, docs
 from zdinit.errors import UsageError
 
@@ -197,11 +198,22 @@ def test_a_bogus_command_is_caught():
     assert check_command("make lab LAB_ARGS=--reserve-hugetlb") is None
 
 
-def test_every_harness_module_is_in_the_layout():
+def missing_from_layout(names):
     readme = text(ROOT / "README.md")
-    missing = [m.stem for m in sorted((ROOT / "zdinit").rglob("*.py"))
-               if not m.stem.startswith("__") and f"`{m.stem}`" not in readme]
+    return [name for name in names if f"`{name}`" not in readme]
+
+
+def test_every_harness_module_is_in_the_layout():
+    missing = missing_from_layout(
+        m.stem for m in sorted((ROOT / "zdinit").rglob("*.py"))
+        if not m.stem.startswith("__"))
     assert not missing, f"modules missing from README's layout: {missing}"
+
+
+def test_every_guest_script_is_in_the_layout():
+    missing = missing_from_layout(initramfs.GUEST_SCRIPTS)
+    assert not missing, \
+        f"guest scripts missing from README's layout: {missing}"
 
 
 def test_docs_command_checks_then_renders(tmp_path, monkeypatch, capsys):

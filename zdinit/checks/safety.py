@@ -261,7 +261,7 @@ def run_job(job, kernel_target, accel, logs):
 # need not all pass here (the guest lacks some of what they want), but the
 # series must fail exactly what stock fails, with every strategy.
 SAME_AS_STOCK = {
-    # What failed in both of the guest's runs (see guest/scenario.sh).
+    # What failed in both of the guest's runs (see guest/safety.sh).
     "hmm-selftests": ("failed",),
     "ndctl-subsection": ("result", "outcome"),
     "ndctl-align": ("result", "outcome"),

@@ -5,7 +5,7 @@ resource check and results directory they share; a new family is an
 entry here plus its guest code.
 
 - rebind: ZONE_DEVICE namespaces rebound, memmap_init_zone_device()'s
-  own time per rebind (guest/scenario.sh);
+  own time per rebind (guest/rebind.sh);
 - onlining: memory added as System RAM, offlined and onlined, the time
   of each state change (guest/hotplug.sh);
 - clearing: huge pages demand-faulted, GB/s by zdclear and by perf bench

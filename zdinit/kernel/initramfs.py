@@ -123,9 +123,13 @@ def add_kernel_selftests(kernel, root):
                               f"{proc.stderr.strip()[-300:]}")
 
 
-# Scripts the guest runs (scenario.sh sources the others) and the guest's
-# C tools, from guest/<tool>.c with the libraries each links.
-GUEST_SCRIPTS = ("scenario.sh", "clear.sh", "hotplug.sh", "ndctl.sh",
+# Scripts the guest runs: the dispatcher guest/init runs, then the files
+# it sources, in its order (common.sh, the helpers, first; then each
+# family's); and the guest's C tools, from guest/<tool>.c with the
+# libraries each links.
+DISPATCHER = "scenario.sh"
+GUEST_SCRIPTS = (DISPATCHER, "common.sh", "rebind.sh", "safety.sh",
+                 "clear.sh", "hotplug.sh", "ndctl.sh",
                  "onlining-selftests.sh", "store-rule.sh")
 GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"], "zdonline": []}
 # Kernel modules the guest loads itself, from the kernel's build directory.
@@ -175,7 +179,7 @@ def build(kernel, dest, tools=None):
             shutil.copy2(path, root / "zdinit" / tool)
         add_kernel_selftests(kernel, root)
         add_onlining_selftests(kernel.tree, root)
-        for script in ("init", "zdinit/scenario.sh"):
+        for script in ("init", f"zdinit/{DISPATCHER}"):
             os.chmod(root / script, 0o755)
         tmp_out = pathlib.Path(str(dest) + ".tmp")
         with open(tmp_out, "wb") as fh:

@@ -1,0 +1,124 @@
+# zdinit guest: the helpers every scenario file uses, sourced first by
+# scenario.sh.  Parameters come from the kernel command line
+# (zdinit.KEY=VALUE); results go to the console as "@@zdinit" marker
+# lines, each followed by the kernel's own log lines ("@@kmsg ...") that
+# the step produced.  The host parses nothing else.
+
+param() {
+	for word in $(cat /proc/cmdline); do
+		case "$word" in
+		zdinit.$1=*) echo "${word#zdinit.$1=}"; return ;;
+		esac
+	done
+	echo "$2"
+}
+
+ROUNDS=$(param n 1)
+STRATEGIES=$(param strategies default | tr , ' ')
+VERIFY=$(param verify 0)
+KNOBS=/sys/kernel/debug/zone_device_memmap
+
+emit() { echo "@@zdinit $*"; }
+
+# Forward the kernel log to the host; remember the strategy the last
+# memmap_init_zone_device() line names (stock 6.12 names none).
+USED=none
+kmsg() {
+	log=$(dmesg -c)
+	[ -n "$log" ] || return 0
+	echo "$log" | sed 's/^/@@kmsg /'
+	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device initialised .* in [0-9]*us, \([a-z]*\),.*/\1/p' | tail -n 1)
+	[ -n "$used" ] && USED=$used
+	return 0
+}
+
+fail() {
+	emit "error $*"
+	kmsg
+	exit 1
+}
+
+# Run one measured step: everything the kernel logs while "$@" runs is
+# attached to this step by the host.  step_run leaves the step open, with
+# the command's output in $out, for a caller that reports more before
+# step_close.
+step_run() {
+	label=$1
+	shift
+	kmsg
+	emit "begin $label"
+	out=$("$@" 2>&1) || { echo "$out"; fail "step '$label' failed: $*"; }
+	kmsg
+}
+
+step_close() {
+	emit "done $label"
+}
+
+step() {
+	step_run "$@"
+	step_close
+}
+
+# The strategies in round-robin order for round $1: each round starts one
+# further along, so no strategy is always the first after a boot or a
+# namespace change (which pays one-time costs such as faulting in RAM).
+rotated() {
+	set -- $(($1 - 1)) $STRATEGIES
+	shift_by=$(($1 % ($# - 1)))
+	shift
+	i=0
+	while [ $i -lt $shift_by ]; do
+		first=$1
+		shift
+		set -- "$@" "$first"
+		i=$((i + 1))
+	done
+	echo "$@"
+}
+
+# Run "$@" once per strategy per round, the strategy already selected (by
+# $SET_METHOD, set_strategy unless a scenario family sets its own) and
+# named by $strategy, the round by $round.
+each_round() {
+	round=1
+	while [ $round -le "$ROUNDS" ]; do
+		for strategy in $(rotated $round); do
+			${SET_METHOD:-set_strategy} "$strategy"
+			"$@"
+		done
+		round=$((round + 1))
+	done
+}
+
+# "NAME" or "NAME@THREADS"; without @ the kernel chooses the thread count
+# (0 to the knob), on a kernel that has one.
+set_strategy() {
+	[ "$1" = default ] && return 0
+	[ -w $KNOBS/strategy ] || fail "kernel has no $KNOBS/strategy (not a zdinit kernel?)"
+	name=${1%@*} threads=0
+	[ "$name" = "$1" ] || threads=${1#*@}
+	echo "$name" > $KNOBS/strategy || fail "kernel rejected strategy $name"
+	if [ -w $KNOBS/threads ]; then
+		echo "$threads" > $KNOBS/threads || fail "kernel rejected $threads threads"
+	elif [ "$threads" != 0 ]; then
+		fail "kernel has no $KNOBS/threads for strategy $1"
+	fi
+}
+
+# A pass/fail check the host tabulates: "check name=... result=pass|fail ...".
+check() {
+	name=$1 result=$2
+	shift 2
+	emit "check name=$name result=$result $*"
+}
+
+last_strategy() {
+	echo "$USED"
+}
+
+# The memmap check's totals, with zdinit.verify=1.
+report_verify() {
+	[ "$VERIFY" = 1 ] || return 0
+	emit "verify checked=$(cat $KNOBS/verify_checked) mismatches=$(cat $KNOBS/verify_mismatches) unchecked=$(cat $KNOBS/verify_unchecked)"
+}
