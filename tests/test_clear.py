@@ -7,8 +7,9 @@ import pytest
 
 from conftest import DATA, ROOT
 from test_cli_errors import run_zdinit
+from zdinit.checks import clear_checks
 from zdinit.families import clearing, loop, registry, scenarios
-from zdinit.kernel import bases, initramfs
+from zdinit.kernel import bases, build, initramfs
 from zdinit.results import report
 from zdinit.vm import qemu
 from zdinit.errors import UsageError, ZdinitError
@@ -93,13 +94,13 @@ def test_plan_defaults_and_kernel_command_line():
 
 def test_one_g_pages_need_the_cpu_flag_under_kvm(monkeypatch):
     monkeypatch.setattr(clearing, "host_has_1g_pages", lambda: False)
-    monkeypatch.setattr(clearing.build, "build", lambda v, b, c: type("K", (), {
+    monkeypatch.setattr(build, "build", lambda v, b, c: type("K", (), {
         "variant": v, "base": b, "out": ROOT})())
-    monkeypatch.setattr(clearing.initramfs, "build", lambda k, d, t: d)
-    monkeypatch.setattr(clearing.qemu, "choose_accel", lambda k, i: ("kvm", "test"))
+    monkeypatch.setattr(initramfs, "build", lambda k, d, t: d)
+    monkeypatch.setattr(qemu, "choose_accel", lambda k, i: ("kvm", "test"))
     with pytest.raises(ZdinitError, match="no pdpe1gb"):
         clearing.prepare(scenarios.plan_clear(["1G"], "1G"), [(BASE, "clear")])
-    monkeypatch.setattr(clearing.qemu, "choose_accel", lambda k, i: ("tcg", "test"))
+    monkeypatch.setattr(qemu, "choose_accel", lambda k, i: ("tcg", "test"))
     targets, accel, _ = clearing.prepare(scenarios.plan_clear(["1G"], "1G"),
                                       [(BASE, "clear")])
     assert accel == "tcg" and targets[0].strategies == ("cached", "stream")
@@ -236,18 +237,19 @@ def test_a_run_on_another_model_than_asked_fails(monkeypatch, reported, ok):
     be labelled none."""
     line = "" if reported is None else \
         f"@@zdinit clear-preempt model={reported}\n"
-    monkeypatch.setattr(clearing.qemu, "boot", lambda *a, **k: type(
+    monkeypatch.setattr(qemu, "boot", lambda *a, **k: type(
         "R", (), {"log": line})())
     target = type("T", (), {"kernel": type("K", (), {"variant": "clear"}),
                             "initrd": None, "strategies": ("cached",)})
     spec = scenarios.plan_clear(["2M"], "64M")
     if ok:
-        assert clearing.boot(target, spec, "clear-zero", "full", "tcg", None,
-                          "test").preempt == "full"
+        assert clear_checks.boot_clear(target, spec, "clear-zero", "full",
+                                       "tcg", None, "test").preempt == "full"
         return
     with pytest.raises(ZdinitError, match="test: the kernel runs preempt="
                        f"{reported or '.not reported.'}, not the full"):
-        clearing.boot(target, spec, "clear-zero", "full", "tcg", None, "test")
+        clear_checks.boot_clear(target, spec, "clear-zero", "full", "tcg",
+                                None, "test")
 
 
 @pytest.fixture(scope="module")
@@ -329,35 +331,35 @@ def test_kmsan_kernels_build_with_clang():
 
 
 def test_the_series_is_compared_with_the_recorded_stock_outcomes(monkeypatch):
-    record = json.loads(clearing.STOCK_SELFTESTS.read_text())["6.12"]
+    record = json.loads(clear_checks.STOCK_SELFTESTS.read_text())["6.12"]
     names = tuple(record["none"])
     for model in ("none", "full"):
         assert sorted(record[model]) == sorted(names)
         assert set(names) <= set(initramfs.HUGE_SELFTESTS)
-    monkeypatch.setattr(clearing, "base_selftests", lambda base: names)
+    monkeypatch.setattr(clear_checks, "base_selftests", lambda base: names)
     live = {"none": {"clear": json.loads(json.dumps(record["none"]))}}
     booted = []
 
     def outcomes(preempt, kernels, base):
         booted.extend(kernels)
         return live
-    monkeypatch.setattr(clearing, "selftest_outcomes", outcomes)
-    lines = clearing.check_selftests_against_record(["none"], BASE)
+    monkeypatch.setattr(clear_checks, "selftest_outcomes", outcomes)
+    lines = clear_checks.check_selftests_against_record(["none"], BASE)
     assert len(lines) == len(names)
     assert booted == ["clear"]     # stock is not built or booted
     # One test failing where stock passed, or the reverse, is an error.
     name = names[0]
     live["none"]["clear"][name][0] = "1" if record["none"][name][0] == "0" else "0"
     with pytest.raises(ZdinitError, match=f"selftest {name} preempt=none"):
-        clearing.check_selftests_against_record(["none"], BASE)
+        clear_checks.check_selftests_against_record(["none"], BASE)
     with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=voluntary"):
-        clearing.check_selftests_against_record(["voluntary"], BASE)
+        clear_checks.check_selftests_against_record(["voluntary"], BASE)
     # A selftest the record does not have is refused before any boot.
     booted.clear()
-    monkeypatch.setattr(clearing, "base_selftests",
+    monkeypatch.setattr(clear_checks, "base_selftests",
                         lambda base: names + ("new_test",))
     with pytest.raises(ZdinitError, match="every selftest for base 6.12 preempt=none"):
-        clearing.check_selftests_against_record(["none"], BASE)
+        clear_checks.check_selftests_against_record(["none"], BASE)
     assert booted == []
 
 
@@ -368,9 +370,9 @@ def test_recording_one_model_keeps_the_others(monkeypatch, tmp_path):
                                   "7.3": {"full": {"t": ["0", "d", ""]}}}))
     live = {"full": {"clear-base": {"t": ["1", "c", ""]},
                      "clear": {"t": ["1", "c", ""]}}}
-    monkeypatch.setattr(clearing, "selftest_outcomes", lambda preempt, k, b: live)
+    monkeypatch.setattr(clear_checks, "selftest_outcomes", lambda preempt, k, b: live)
     monkeypatch.setattr(initramfs, "HUGE_SELFTESTS", ("t",))
-    clearing.check_selftests(["full"], BASE, record=record)
+    clear_checks.check_selftests(["full"], BASE, record=record)
     assert json.loads(record.read_text()) == {
         "6.12": {"none": {"t": ["0", "a", ""]}, "full": {"t": ["1", "c", ""]}},
         "7.3": {"full": {"t": ["0", "d", ""]}}}
@@ -397,19 +399,19 @@ def test_a_selftest_only_one_kernel_ran_is_an_error():
     same = {"cow": ("0", "pass:1", "")}
     with pytest.raises(ZdinitError, match="selftest gup preempt=full: "
                        "clear .* differs from clear-base None"):
-        clearing.same_selftest_outcomes(
+        clear_checks.same_selftest_outcomes(
             {"clear-base": same, "clear": dict(same, gup=("0", "", ""))},
             "full")
 
 
 def test_a_selftest_that_differs_from_stock_is_an_error():
     same = {name: ("0", "pass:1", "") for name in initramfs.HUGE_SELFTESTS}
-    lines = clearing.same_selftest_outcomes(
+    lines = clear_checks.same_selftest_outcomes(
         {"clear-base": same, "clear": dict(same)}, "none")
     assert len(lines) == len(initramfs.HUGE_SELFTESTS)
     worse = dict(same, cow=("1", "pass:433,fail:1", "cow_test;"))
     with pytest.raises(ZdinitError, match="selftest cow preempt=full: clear"):
-        clearing.same_selftest_outcomes({"clear-base": same, "clear": worse}, "full")
+        clear_checks.same_selftest_outcomes({"clear-base": same, "clear": worse}, "full")
 
 
 def test_resummarize_puts_back_what_the_samples_give():

@@ -130,12 +130,13 @@ def test_check_run_fails_in_one_line_naming_zone_and_step():
 
 
 def test_boot_params_ask_the_guest_for_the_check():
-    from zdinit.families import rebind
+    from zdinit.families import onlining
+    from zdinit.kernel import under_test
     spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
     for contiguity in (False, True):
-        target = rebind.Target(kernel("hotplug-base"), None, ("default",),
-                              contiguity=contiguity)
-        params = rebind.boot_params(spec, target, 1, False, spec.aligns)
+        target = under_test.KernelUnderTest(
+            kernel("hotplug-base"), None, ("default",), contiguity=contiguity)
+        params = onlining.boot_params(spec, target, 1, False, spec.aligns)
         assert params["contiguity"] == int(contiguity)
 
 

@@ -37,7 +37,7 @@ def fake_run(tmp_path, monkeypatch, command, rev):
     src["env"]["project_rev"] = rev
     (run / "results.json").write_text(json.dumps(src))
     monkeypatch.setattr(paths, "COMMITTED_RESULTS", tmp_path)
-    return "run bench"
+    return "run rebind"
 
 
 @pytest.mark.parametrize("command,rev,why", [
@@ -54,12 +54,12 @@ def test_a_run_without_provenance_is_refused(tmp_path, monkeypatch,
 
 def test_the_committed_dirty_run_is_refused():
     with pytest.raises(UsageError, match="dirty tree"):
-        docs.render("bench-100g-7.3-first bench")
+        docs.render("bench-100g-7.3-first rebind")
 
 
 def test_a_view_of_a_column_the_table_lacks_is_refused():
     with pytest.raises(UsageError, match="no column 'median'"):
-        docs.render("bench-100g-7.3 bench; columns: scenario, median")
+        docs.render("bench-100g-7.3 rebind; columns: scenario, median")
 
 
 def prose(page_text):
@@ -326,11 +326,11 @@ def double_the_stored_summaries(results):
 
 
 @pytest.mark.parametrize("spec", [
-    "clear-perf-7.3 clear; where: page = 1G",
-    "clear-4g clear",
-    "bench-100g-7.3 bench",
-    "hotplug-16g-counter-7.3 bench; where: scenario ~ online wall",
-    "hotplug-16g onlining",
+    "clear-perf-7.3 clearing; where: page = 1G",
+    "clear-4g clearing",
+    "bench-100g-7.3 rebind",
+    "hotplug-16g-counter-7.3 onlining; where: scenario ~ online wall",
+    "hotplug-16g onlining; part: 2",
     "hotplug-16g-tmpl script; part: 2",
 ])
 def test_tables_are_computed_from_the_samples(tmp_path, monkeypatch, spec):

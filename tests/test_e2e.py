@@ -15,9 +15,9 @@ import pytest
 
 from conftest import ROOT
 from zdinit import cache, cli
-from zdinit.checks import memmap_equality
+from zdinit.checks import clear_checks, memmap_equality
 from zdinit.families import clearing, scenarios
-from zdinit.kernel import bases, build, initramfs, series
+from zdinit.kernel import bases, build, initramfs, series, under_test
 from zdinit.vm import qemu
 from zdinit.errors import ZdinitError
 
@@ -282,8 +282,9 @@ def test_the_onlined_memory_check_catches_a_broken_onlining_path(mutant,
     """Each deliberate breakage of the onlining template path
     (tests/data/onlining-mutants/) fails the memmap equality check of
     onlined memory, whether or not the kernel also notices."""
-    target = cli.prepare_target(f"onlining-{mutant}", bases.BASES[HOME],
-                                memmap_equality.HOTPLUG_STRATEGIES)
+    target = under_test.build(**cli.wanted(
+        f"onlining-{mutant}", bases.BASES[HOME],
+        memmap_equality.HOTPLUG_STRATEGIES))
     with pytest.raises(ZdinitError, match="selftest hotplug: (memmap "
                        "verification failed|kernel reported)"):
         memmap_equality.run_hotplug_verify(target, "tcg", tmp_path)
@@ -377,9 +378,9 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
     out = zdinit("clear-check", "--size", "1G", "--rounds", "2",
                  "--base", CLEAR_BASE.name).stdout
     assert_read_back_zero(out, ("none", "full"))
-    lines = "\n".join(clearing.check_selftests_against_record(
+    lines = "\n".join(clear_checks.check_selftests_against_record(
         ["none"], CLEAR_BASE))
-    for name in clearing.base_selftests(CLEAR_BASE):
+    for name in clear_checks.base_selftests(CLEAR_BASE):
         assert f"selftest {name} preempt=none: exit" in lines, lines
 
 
@@ -387,11 +388,11 @@ def test_cleared_huge_pages_read_back_zero_and_selftests_match_stock():
 def test_stock_selftest_record_is_what_stock_does():
     """Boot stock and the series on both models: the series matches stock,
     and stock still gives the outcomes make test compares against."""
-    outcomes = clearing.selftest_outcomes(["none", "full"],
+    outcomes = clear_checks.selftest_outcomes(["none", "full"],
                                        ["clear-base", "clear"], CLEAR_BASE)
-    record = json.loads(clearing.STOCK_SELFTESTS.read_text())[CLEAR_BASE.name]
+    record = json.loads(clear_checks.STOCK_SELFTESTS.read_text())[CLEAR_BASE.name]
     for model, outcome in outcomes.items():
-        clearing.same_selftest_outcomes(outcome, model)
+        clear_checks.same_selftest_outcomes(outcome, model)
         assert outcome["clear-base"] == record[model], (model, outcome)
 
 
@@ -400,7 +401,7 @@ def test_zero_check_catches_a_broken_clear():
     """The same check on a kernel that skips one page of the neighbourhood."""
     spec = scenarios.plan_clear(["2M"], "64M", preempt=["none"])
     with pytest.raises(ZdinitError, match="non-zero words in 2M pages"):
-        clearing.check_zero(spec, 2, "clear-broken", CLEAR_BASE)
+        clear_checks.check_zero(spec, 2, "clear-broken", CLEAR_BASE)
 
 
 @pytest.mark.full
@@ -423,16 +424,16 @@ def test_zero_check_catches_a_broken_clear_on_7_3():
     spec = scenarios.plan_clear(["2M"], "64M", preempt=["full"],
                                 on_bases=[base])
     with pytest.raises(ZdinitError, match="non-zero words in 2M pages"):
-        clearing.check_zero(spec, 2, "clear-broken", base)
+        clear_checks.check_zero(spec, 2, "clear-broken", base)
 
 
 @pytest.mark.full
 def test_7_3_selftests_match_the_stock_record():
     """The series on 7.3 passes and fails the hugetlb/THP selftests as
     stock 7.3's recorded outcomes, on both of its models."""
-    lines = "\n".join(clearing.check_selftests_against_record(
+    lines = "\n".join(clear_checks.check_selftests_against_record(
         ["lazy", "full"], bases.BASES["7.3"]))
-    for name in clearing.base_selftests(bases.BASES["7.3"]):
+    for name in clear_checks.base_selftests(bases.BASES["7.3"]):
         assert f"selftest {name} preempt=lazy: exit" in lines, lines
 
 

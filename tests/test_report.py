@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from conftest import ROOT
-from zdinit.families import registry
-from zdinit.results import report
+from zdinit.families import rebind
+from zdinit.results import report, summary
 
 RESULTS = {
     "command": "python3 -m zdinit bench",
@@ -30,8 +30,8 @@ def no_matplotlib(runs, path):
 
 def test_missing_matplotlib_costs_only_the_plot(tmp_path, monkeypatch,
                                                 capsys):
-    monkeypatch.setattr(report, "plot", no_matplotlib)
-    registry.write(RESULTS, tmp_path)
+    monkeypatch.setattr(rebind, "plot", no_matplotlib)
+    summary.write(RESULTS, tmp_path)
     assert json.loads((tmp_path / "results.json").read_text()) == RESULTS
     assert "fsdax-dev" in (tmp_path / "summary.md").read_text()
     assert not (tmp_path / "bench.png").exists()
@@ -77,7 +77,7 @@ def test_strategy_label_names_what_the_kernel_used():
              ("stream@1", ["stream"], [1], "stream@1"),
              ("template", ["template"], None, "template")]
     for strategy, resolved, threads, label in cases:
-        row = report.rows([dict(base, strategy=strategy, resolved=resolved,
+        row = rebind.rows([dict(base, strategy=strategy, resolved=resolved,
                                 threads=threads)])[0]
         assert row[2] == label, (strategy, row[2])
 
@@ -137,7 +137,7 @@ def test_rows_are_compared_with_upstream_7_4s_method_on_their_own_kernel():
     assert "vs_seed" not in runs[("base", "default")]
     # No seed row on that kernel: nothing to compare with.
     assert "vs_seed" not in runs[("patched-memcpy", "auto")]
-    row = report.rows([runs[("patched", "auto")]])[0]
+    row = rebind.rows([runs[("patched", "auto")]])[0]
     assert row[-1].startswith("2.00x [2.00-2.00]")
 
 

@@ -1,7 +1,6 @@
 """A measured run records its own wall time in results.json: seconds from
 the command's start, builds included, to writing the results."""
 import contextlib
-import dataclasses
 import json
 import time
 import types
@@ -9,8 +8,9 @@ import types
 import pytest
 
 from zdinit import cache, cli, deps
-from zdinit.families import clearing, loop, registry
-from zdinit.results import report
+from zdinit.families import clearing, loop, rebind
+from zdinit.results import report, summary
+from zdinit.kernel import under_test
 from zdinit.vm import qemu
 from test_report import RESULTS
 
@@ -22,8 +22,11 @@ def test_results_record_the_wall_time_from_the_commands_start(
     monkeypatch.setattr(report, "new_results_dir", lambda: (partial, final))
     monkeypatch.setattr(loop, "environment", lambda *a: RESULTS["env"])
     monkeypatch.setattr(loop, "run", lambda *a: {"rebind": {}})
-    family = dataclasses.replace(registry.REBIND,
-                                 records=lambda samples, specs: [])
+    class NoRecords(rebind.Rebind):
+        def records(self, samples, specs):
+            return []
+
+    family = NoRecords()
     # A command that started 100 s ago, its builds done since.
     started = time.monotonic() - 100
     directory, results = loop.measure([(family, None)], [], 1, "tcg",
@@ -50,11 +53,11 @@ def no_work(monkeypatch):
     monkeypatch.setattr(loop, "check_resources", note("check"))
     monkeypatch.setattr(cache, "lock", lambda *a: contextlib.nullcontext())
     monkeypatch.setattr(deps, "ensure_packages", note("packages"))
-    monkeypatch.setattr(cli, "prepare_target", note("build", target))
+    monkeypatch.setattr(under_test, "build", note("build", target))
     monkeypatch.setattr(clearing, "prepare",
                         note("build", ([target], "tcg", "test")))
     monkeypatch.setattr(qemu, "choose_accel", note("accel", ("tcg", "test")))
-    monkeypatch.setattr(registry, "text_report", lambda results: "")
+    monkeypatch.setattr(summary, "text_report", lambda results: "")
 
     def measure(*args, started, **kwargs):
         steps.append(("measure started", started))

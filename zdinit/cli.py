@@ -13,12 +13,11 @@ import sys
 import time
 
 from zdinit import cache, deps, paths, progress
-from zdinit.checks import memmap_equality, safety
-from zdinit.families import clearing, loop, rebind, registry, scenarios
-from zdinit.kernel import bases, build, cross, series, source
+from zdinit.checks import clear_checks, memmap_equality, safety
+from zdinit.families import clearing, loop, registry, scenarios
+from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
-from zdinit.results import docnumbers, docs
-from zdinit.vm import qemu
+from zdinit.results import docnumbers, docs, summary
 from zdinit.errors import UsageError, ZdinitError
 
 KERNELS = ("base", "patched")
@@ -106,16 +105,18 @@ def require_series(variants, base, contiguity=False):
             raise UsageError(str(err)) from None
 
 
-def prepare_target(variant, base, strategies, hotplug_strategies=None,
-                   contiguity=False):
-    """hotplug_strategies: what the patched kernel onlines with, each in
-    turn (None: the kernel's choice, not touching the knob); contiguity:
-    build it with the contiguity check."""
+def wanted(variant, base, strategies, hotplug_strategies=None,
+           contiguity=False):
+    """A kernel under_test.prepare() builds.  hotplug_strategies: what
+    the patched kernel onlines with, each in turn (None: the kernel's
+    choice, not touching the knob); contiguity: build it with the
+    contiguity check."""
     stock = variant in KERNELS_WITHOUT_STRATEGIES
-    return rebind.build_target(
-        variant, base, ("default",) if stock else strategies,
-        ("default",) if stock or not hotplug_strategies
-        else hotplug_strategies, contiguity)
+    return {"variant": variant, "base": base,
+            "strategies": ("default",) if stock else strategies,
+            "hotplug_strategies": ("default",) if stock or not
+            hotplug_strategies else hotplug_strategies,
+            "contiguity": contiguity}
 
 
 def cmd_safety(args):
@@ -124,13 +125,11 @@ def cmd_safety(args):
     require_series(variants, args.base)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        targets = {v: prepare_target(v, args.base,
-                                     STRATEGIES if v in ("patched", "debug")
-                                     else ("auto",))
-                   for v in variants}
-        first = targets[variants[0]]
-        accel, _ = qemu.choose_accel(first.kernel, first.initrd)
-        final = safety.run(targets, accel, full=args.full)
+        targets, accel, _ = under_test.prepare(
+            [wanted(v, args.base, STRATEGIES if v in ("patched", "debug")
+                    else ("auto",)) for v in variants])
+        final = safety.run(dict(zip(variants, targets)), accel,
+                           full=args.full)
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -290,17 +289,14 @@ def cmd_bench(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         # Onlining follows --strategies only where it is given.
-        targets = [prepare_target(k, args.base,
-                                  args.strategies or BENCH_STRATEGIES,
-                                  args.strategies, args.contiguity)
-                   for k in args.kernels]
-        accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
-        progress.say(f"accelerator: {accel} ({why})")
+        targets, accel, why = under_test.prepare(
+            [wanted(k, args.base, args.strategies or BENCH_STRATEGIES,
+                    args.strategies, args.contiguity) for k in args.kernels])
         final, results = loop.measure(plan, targets, args.rounds, accel,
                                         why, args.command_line,
                                         started=args.started,
                                         verify=args.verify)
-    print(registry.text_report(results))
+    print(summary.text_report(results))
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -329,7 +325,7 @@ def cmd_clear(args):
             [(registry.CLEARING, spec)], targets, args.rounds, accel, why,
             args.command_line, started=args.started,
             name=lambda k: clearing.kernel_name(k.base, k.variant))
-    print(registry.text_report(results))
+    print(summary.text_report(results))
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -339,11 +335,11 @@ def cmd_clear_check(args):
     spec = clear_spec(args, [(args.base, args.kernel)])
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        lines = clearing.check_zero(spec, args.rounds, args.kernel, args.base)
+        lines = clear_checks.check_zero(spec, args.rounds, args.kernel, args.base)
         if args.selftests:
-            lines += clearing.check_selftests(
+            lines += clear_checks.check_selftests(
                 spec.models(args.base), args.base,
-                record=clearing.STOCK_SELFTESTS if args.record_stock else None)
+                record=clear_checks.STOCK_SELFTESTS if args.record_stock else None)
     for line in lines:
         print(line)
 
@@ -353,8 +349,8 @@ def cmd_selftest(args):
     require_series(["patched"], args.base)
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        target = prepare_target("patched", args.base, STRATEGIES)
-        accel, why = qemu.choose_accel(target.kernel, target.initrd)
+        (target,), accel, _ = under_test.prepare(
+            [wanted("patched", args.base, STRATEGIES)])
         lines = memmap_equality.run(target, accel, specs)
     for line in lines:
         print(line)
@@ -420,8 +416,8 @@ def cmd_docs(args):
 def cmd_capture_vectors(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
-        target = prepare_target("base", args.base, ("default",))
-        accel, _ = qemu.choose_accel(target.kernel, target.initrd)
+        (target,), accel, _ = under_test.prepare(
+            [wanted("base", args.base, ("default",))])
         print(memmap_stores.capture_vectors(target, accel))
 
 
@@ -622,15 +618,15 @@ def parser():
                     f"1..{MAX_ROUNDS} (default 2)")
     cc.add_argument("--kernel", default="clear",
                     type=functools.partial(one_of, "kernel",
-                                           clearing.CHECK_KERNELS),
+                                           clear_checks.CHECK_KERNELS),
                     help="kernel for the zero read-back: "
-                    + ", ".join(clearing.CHECK_KERNELS) + " (default clear)")
+                    + ", ".join(clear_checks.CHECK_KERNELS) + " (default clear)")
     cc.add_argument("--selftests", action="store_true",
                     help="also the kernel's hugetlb/THP selftests, stock "
                     "vs the series on the base (about 3 minutes a boot under TCG)")
     cc.add_argument("--record-stock", action="store_true",
                     help="with --selftests: write stock's outcomes to "
-                    "zdinit/stock-selftests.json, which make test-full "
+                    "zdinit/checks/stock-selftests.json, which make test-full "
                     "compares the series with")
     add_base_option(cc)
     cc.set_defaults(func=cmd_clear_check)

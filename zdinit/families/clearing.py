@@ -8,16 +8,14 @@ clearing methods of that kernel are interleaved loop by loop
 (guest/clear.sh), each measured by zdclear and by 'perf bench mem mmap'.
 """
 import dataclasses
-import json
-import os
-import pathlib
 import re
 
-from zdinit import progress
-from zdinit.families import rebind, scenarios
-from zdinit.kernel import build, initramfs, perf, source
+from zdinit.families import scenarios
+from zdinit.families.protocol import BootPlan
+from zdinit.kernel import build, perf, under_test
 from zdinit.results import report, stats
-from zdinit.vm import console, qemu
+from zdinit.units import MiB
+from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
 KERNELS = ("clear-base", "clear")
@@ -53,9 +51,6 @@ METHODS = {"clear-base": ("default",), "clear": ("cached", "stream"),
            "clear-broken": ("cached", "stream"),
            "clear-debug": ("cached", "stream"),
            "clear-kmsan": ("cached", "stream")}
-# Kernels the zero read-back runs on: the series, the series under the
-# sanitizers, and a deliberately broken clear the check must catch.
-CHECK_KERNELS = ("clear", "clear-debug", "clear-broken", "clear-kmsan")
 # KMSAN keeps a shadow and an origin byte for every byte of memory, taken
 # out of the guest's own RAM.
 KMSAN_RAM_FACTOR = 3
@@ -69,7 +64,6 @@ RESULT = re.compile(
 PREEMPT = re.compile(r"^@@zdinit clear-preempt model=(?P<model>\S*)$")
 RULE = re.compile(r"^@@zdinit clear-rule (?P<rest>.*)$")
 SELFTEST = re.compile(r"^@@zdinit clear-selftest (?P<rest>.*)$")
-MiB = 1 << 20
 # folio_zero_user()'s batch where the model is not preemptible (the series
 # on 6.12, upstream from 7.3 on); a preemptible model clears each run in
 # one call, and 7.3's x86 has no other model.
@@ -78,14 +72,6 @@ BATCHED_MODELS = ("none", "voluntary")
 # perf bench mem mmap's functions: the pages touched one by one after
 # mmap(), or faulted in by MAP_POPULATE.
 PERF_FUNCTIONS = ("demand", "populate")
-# Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
-SELFTEST_GUEST_SIZE = "1G"
-# Stock's selftest outcomes (clear-base) per base and preemption model, written
-# by 'clear-check --selftests --record-stock': make test-full compares the
-# series with this record instead of building and booting stock as well.
-STOCK_SELFTESTS = pathlib.Path(__file__).resolve().parent / "stock-selftests.json"
-
-
 @dataclasses.dataclass
 class ClearRun:
     """What one boot reported."""
@@ -135,11 +121,9 @@ def prepare(spec, kernels, with_perf=False):
     the kernels ((base, variant) pairs) and their initramfs images; pick
     the accelerator."""
     tools = {"perf": perf.binary()} if with_perf else {}
-    targets = [rebind.build_target(variant, base, METHODS[variant],
-                                  tools=tools)
-               for base, variant in kernels]
-    accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
-    progress.say(f"accelerator: {accel} ({why})")
+    targets, accel, why = under_test.prepare(
+        [{"variant": variant, "base": base, "strategies": METHODS[variant]}
+         for base, variant in kernels], tools)
     # TCG's 'max' CPU has 1G pages; under KVM the guest gets the host's.
     if "1G" in spec.pages and accel == "kvm" and not host_has_1g_pages():
         raise ZdinitError("1G pages: this CPU has no pdpe1gb, so the KVM "
@@ -161,35 +145,21 @@ def boot_args(spec, target, scenario, preempt, n=1, extra=None, cmdline=()):
             "timeout_s": 3600}
 
 
-def check_boot(run, preempt, label):
-    """No splat, and the kernel ran the model asked for: a model the kernel
-    does not have is refused at boot and another runs, so the run would
-    be labelled with a model it did not use."""
-    if run.splats:
-        raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
+def check_preempt(run, preempt, label):
+    """The kernel ran the model asked for: a model the kernel does not
+    have is refused at boot and another runs, so the run would be
+    labelled with a model it did not use."""
     if run.preempt != preempt:
         raise ZdinitError(f"{label}: the kernel runs preempt="
                           f"{run.preempt or '(not reported)'}, not the "
                           f"{preempt} asked for")
 
 
-def boot(target, spec, scenario, preempt, accel, log_path, label, n=1,
-         extra=None, cmdline=()):
-    """One boot of a check (zero read-back, selftests); its checked run."""
-    args = boot_args(spec, target, scenario, preempt, n, extra, cmdline)
-    result = qemu.boot(target.kernel, target.initrd, args["params"], accel,
-                       ram_mb=args["ram_mb"], timeout_s=args["timeout_s"],
-                       log_path=log_path, label=label,
-                       cmdline=args["cmdline"])
-    run = parse_run(result.log)
-    check_boot(run, preempt, label)
-    return run
-
-
 def check_run(spec, run, label, target, preempt, share):
     """A measured boot: checked as any, and every method of the kernel
     reported each page size share times, by zdclear and by perf."""
-    check_boot(run, preempt, label)
+    console.refuse_splats(run, label)
+    check_preempt(run, preempt, label)
     expected = len(spec.pages) * share * len(METHODS[target.kernel.variant])
     if len(run.bench) != expected:
         raise ZdinitError(f"{label}: {len(run.bench)} bench results, "
@@ -347,128 +317,72 @@ TCG_NOTE = (
     "page reads back zero.")
 
 
-# The page allocator zeroes on allocation and on free: the huge-page
-# clear must still leave every byte zero, whichever of them runs.
-INIT_ON_ALLOC_FREE = ("init_on_alloc=1", "init_on_free=1")
+class Clearing:
+    """The family: one boot per kernel and preemption model, every method
+    of the kernel interleaved loop by loop inside it."""
+    name = "clearing"
+    title = "Huge-page clearing on demand faults"
+    plot_file = ""
+
+    def parse(self, text):
+        return parse_run(text)
+
+    def variations(self, spec, target):
+        return spec.models(target.kernel.base)
+
+    def boot(self, spec, target, preempt, share, verify):
+        kernel = target.kernel
+        return BootPlan(
+            label=f"clear {kernel_name(kernel.base, kernel.variant)} "
+                  f"preempt={preempt}",
+            log_name=f"clear-{kernel.base.name}-{kernel.variant}-{preempt}",
+            what=f"{share} loops per method",
+            **boot_args(spec, target, "clear", preempt, n=share))
+
+    def check(self, spec, run, label, target, preempt, share, verify):
+        check_run(spec, run, label, target, preempt, share)
+
+    def collect(self, samples, spec, run, target, share, first_round):
+        collect(samples, spec, run, target)
+
+    def records(self, samples, specs):
+        return runs_table(samples, specs)
+
+    def host_bytes(self, spec, variant):
+        return guest_ram_mb(spec, variant) * MiB
+
+    def describe(self, spec):
+        return f"clear at {scenarios.size_text(spec.size)}"
+
+    def owns(self, record):
+        return "method" in record
+
+    def runs_of(self, results):
+        """Clear runs from before the family compared bases name no base: it
+    is their kernels' (all of one base then)."""
+        mine = [r for r in results["runs"] if self.owns(r)]
+        versions = set(results["env"]["kernels"].values())
+        implied = (".".join(min(versions).split(".")[:2])
+                   if len(versions) == 1 else None)
+        return [dict(r, base=r.get("base", implied)) for r in mine]
+
+    def tables(self, runs, table):
+        return [("", table(runs, HEADER, rows))]
+
+    def notes(self, results):
+        legend = ("GB/s medians with p10-p90 and N: perf bench mem mmap's "
+                  "demand and populate functions, then zdclear's demand "
+                  "fault and its ratio to stock of the same base.  max wait "
+                  "ms: the longest a second task on the same CPU waited "
+                  "during a clear.  32M ms: what one 32 MiB batch cost at "
+                  "the speed measured, where the preemption model batches "
+                  "(none, voluntary); '-' under full and lazy, which clear "
+                  "each run in one call.")
+        return [legend] + ([TCG_NOTE] if results["env"]["accel"] == "tcg"
+                           else [])
+
+    def plot(self, runs, path):
+        raise NotImplementedError("the clearing family draws no plot")
 
 
-def check_zero(spec, zero_rounds, kernel, base):
-    """Every method on every preemption model, and once more on the first
-    model with init_on_alloc/init_on_free: cleared pages read back 0."""
-    targets, accel, _ = prepare(spec, [(base, kernel)])
-    models = [(preempt, ()) for preempt in spec.models(base)]
-    models.append((spec.models(base)[0], INIT_ON_ALLOC_FREE))
-
-    def zero_boot(item):
-        (preempt, cmdline), target = item
-        label = " ".join((f"clear-zero {target.kernel.variant} "
-                          f"preempt={preempt}",) + cmdline)
-        run = boot(target, spec, "clear-zero", preempt, accel, None,
-                   label, extra={"zero_rounds": zero_rounds},
-                   cmdline=cmdline)
-        want = len(spec.pages) * len(target.strategies)
-        if len(run.zero) != want:
-            raise ZdinitError(f"{label}: {len(run.zero)} zero checks, "
-                              f"expected {want}")
-        lines = []
-        for z in run.zero:
-            if z["bad"] != "0":
-                raise ZdinitError(f"{label}: {z['bad']} non-zero words "
-                                  f"in {z['page']} pages ({z['method']})")
-            lines.append(f"{label} {z['page']} {z['method']}: "
-                         f"{z['rounds']} rounds of {z['bytes']} bytes "
-                         f"read back zero")
-        return lines
-
-    boots = [(model, target) for model in models for target in targets]
-    guest = max(guest_ram_mb(spec, target.kernel.variant)
-                for target in targets) * MiB
-    return [line for lines in qemu.map_checks(zero_boot, boots, guest)
-            for line in lines]
-
-
-def selftest_outcomes(preempt, kernels, base):
-    """The kernel's hugetlb and THP selftests, one boot per kernel and
-    model, on 2M hugetlb pages reserved in the guest (300 by default).
-    Returns {model: {kernel: {test: [exit, totals, failed]}}}."""
-    spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt,
-                                on_bases=[base])
-    targets, accel, _ = prepare(spec, [(base, k) for k in kernels])
-    outcomes = {}
-    for preempt in spec.models(base):
-        for target in targets:
-            variant = target.kernel.variant
-            names = initramfs.huge_selftests(target.kernel.tree)
-            label = f"clear-selftests {variant} preempt={preempt}"
-            run = boot(target, spec, "clear-selftests", preempt, accel, None,
-                       label, extra={"selftests": ",".join(names)})
-            outcome = {t["name"]: [t["rc"], t["totals"], t["failed"]]
-                       for t in run.selftests}
-            if sorted(outcome) != sorted(names):
-                raise ZdinitError(f"{label}: ran {sorted(outcome)}")
-            outcomes.setdefault(preempt, {})[variant] = outcome
-    return outcomes
-
-
-def check_selftests(preempt, base, kernels=("clear-base", "clear"),
-                    record=None):
-    """The clear kernel must pass and fail exactly the selftests stock
-    passes and fails.  record: a path where stock's outcomes on base
-    replace those of the models run, the other models and bases kept."""
-    outcomes = selftest_outcomes(preempt, kernels, base)
-    lines = [line for model, outcome in outcomes.items()
-             for line in same_selftest_outcomes(outcome, model)]
-    if record:
-        recorded = json.loads(record.read_text()) if record.exists() else {}
-        recorded.setdefault(base.name, {}).update(
-            {model: outcome[kernels[0]] for model, outcome in outcomes.items()})
-        partial = record.with_name(record.name + ".partial")
-        partial.write_text(json.dumps(recorded, indent=1, sort_keys=True)
-                           + "\n")
-        os.replace(partial, record)
-        lines.append(f"stock outcomes recorded in {record}")
-    return lines
-
-
-def check_selftests_against_record(preempt, base, kernel="clear"):
-    """Like check_selftests(), with stock's outcomes on base from
-    STOCK_SELFTESTS."""
-    stock = json.loads(STOCK_SELFTESTS.read_text()).get(base.name, {})
-    names = base_selftests(base)
-    for model in preempt:
-        if sorted(stock.get(model, {})) != sorted(names):
-            raise ZdinitError(
-                f"{STOCK_SELFTESTS.name} does not record every selftest for "
-                f"base {base.name} preempt={model}; record them with "
-                f"'python3 -m zdinit clear-check --base {base.name} "
-                "--selftests --record-stock'")
-    outcomes = selftest_outcomes(preempt, [kernel], base)
-    return [line for model, outcome in outcomes.items()
-            for line in same_selftest_outcomes(
-                {"stock (recorded)": stock[model], kernel: outcome[kernel]},
-                model)]
-
-
-def base_selftests(base):
-    """The hugetlb and THP selftests base's tree has."""
-    return initramfs.huge_selftests(source.pristine_tree(base))
-
-
-def same_selftest_outcomes(outcome, preempt):
-    """outcome: {kernel: {test: [exit, totals, failed]}}, stock first.
-    Every kernel must match the first; one line per test when they do."""
-    (stock, base), *others = outcome.items()
-    for kernel, other in others:
-        for name in sorted(set(base) | set(other)):
-            if other.get(name) != base.get(name):
-                raise ZdinitError(
-                    f"selftest {name} preempt={preempt}: {kernel} "
-                    f"{other.get(name)} differs from {stock} "
-                    f"{base.get(name)}")
-    lines = []
-    for name in base:
-        rc, totals, failed = base[name]
-        lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
-                     f"{totals}{', failed ' + failed if failed else ''}"
-                     f" on every kernel")
-    return lines
+CLEARING = Clearing()

@@ -1,4 +1,4 @@
-"""The one run loop of every measured family (registry.py): the host check
+"""The one run loop of every measured family (protocol.py): the host check
 before anything heavy, the boots interleaved round by round, and the
 results directory that is published whole or marked failed."""
 import contextlib
@@ -7,11 +7,9 @@ import subprocess
 import time
 
 from zdinit import paths, progress
-from zdinit.families import registry
-from zdinit.results import report
+from zdinit.results import report, summary
 from zdinit.vm import placement, qemu
 
-MiB = 1 << 20
 
 
 def check_resources(plan, variants):
@@ -103,7 +101,7 @@ def measure(plan, targets, rounds, accel, accel_why, command_line, *,
         results = {"command": command_line,
                    "wall_s": round(time.monotonic() - started, 1),
                    "env": env, "runs": runs}
-        registry.write(results, partial)
+        summary.write(results, partial)
     except BaseException:
         failed = report.mark_failed(partial)
         progress.say(f"incomplete run; logs kept in {failed}")

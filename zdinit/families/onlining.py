@@ -1,4 +1,4 @@
-"""The hotplug family (kmem, virtio-mem): checks and samples per step.
+"""The onlining family (kmem, virtio-mem): checks and samples per step.
 
 A hotplug step changes the state of every memory block the guest added
 (guest/hotplug.sh).  Its samples are the guest's wall time of the whole
@@ -7,13 +7,24 @@ over those blocks of what move_pfn_range_to_zone() and online_pages()
 report, in ms.
 """
 import collections
+import dataclasses
 import os
 
+from zdinit.families import rebind
 from zdinit.kernel import build
+from zdinit.units import PAGE
 from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
-PAGE = 4096
+# A hotplug step logs two timing lines per memory block: room for 800
+# blocks (100 GB) between two reads of the kernel log.
+HOTPLUG_CMDLINE = ("log_buf_len=4M",)
+
+
+# The metrics in the family's main table; results.json and the breakdown
+# table (breakdown()) have every part.
+TABLE_METRICS = ("memmap_init_range", "set_zone_contiguous", "online_pages",
+                 "online wall", "offline wall", "add wall")
 ONLINE_PHASES = ("first", "online")
 
 
@@ -106,8 +117,7 @@ def check_run(spec, run, label, timed, strategies=1, verify=False,
     struct pages included, and found no difference (it fails closed).
     contiguity None: no contiguity check; else whether the check must find
     the flag exact (see contiguity_problem)."""
-    if run.splats:
-        raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")
+    console.refuse_splats(run, label)
     if contiguity is not None:
         problem = contiguity_problem(run, contiguity)
         if problem:
@@ -171,3 +181,131 @@ def split_record(record):
     variant, _, metric = record.pop("align").partition(": ")
     record.update(align=None, variant=variant, metric=metric)
     return record
+
+
+def boot_params(spec, target, n, verify, aligns):
+    """rebind.boot_params() and the zones, timing and contiguity check
+    the guest's hotplug steps ask of the kernel."""
+    params = rebind.boot_params(spec, target, n, verify, aligns)
+    params["zones"] = ",".join(spec.scenario.zones)
+    params["timing"] = int(times_onlining(target.kernel))
+    params["contiguity"] = int(target.contiguity)
+    return params
+
+
+def runs_table(samples, specs):
+    return rebind.runs_table(samples, specs, shape=split_record)
+
+
+def _share(part, whole):
+    if part is None:
+        return "-"
+    if not whole:
+        return f"{part:.2f}"
+    return f"{part:.2f} ({100 * part / whole:.0f}%)"
+
+
+BREAKDOWN_HEADER = (["scenario", "kernel", "online wall ms", "online_pages",
+                     "memmap_init_range", "set_zone_contiguous"]
+                    + list(console.ONLINE_PARTS[1:])
+                    + ["vmemmap moves", "rest outside online_pages"])
+
+
+def breakdown_rows(runs):
+    """Per hotplug scenario/variant/kernel: the median ms of each part of
+    onlining all blocks, with its share of the median wall time."""
+    medians = {}
+    for r in runs:
+        if r.get("metric"):
+            # Offlining has no strategy: its row is the kernel's own.
+            kernel = r["kernel"]
+            if r.get("strategy", "default") != "default":
+                kernel += f" {r['strategy']}"
+            key = (r["scenario"], r["variant"], kernel)
+            medians.setdefault(key, {})[r["metric"]] = r["median_ms"]
+    out = []
+    for (scenario, variant, kernel), m in sorted(medians.items()):
+        wall = m.get("online wall")
+        if wall is None:
+            continue
+        online = m.get("online_pages")
+        outside = None
+        if online is not None:
+            outside = wall - online - m.get("vmemmap moves", 0.0)
+        out.append([f"{scenario} {variant}", kernel, f"{wall:.2f}"]
+                   + [_share(m.get(part), wall) for part in
+                      ("online_pages", "memmap_init_range",
+                       "set_zone_contiguous", *console.ONLINE_PARTS[1:],
+                       "vmemmap moves")]
+                   + [_share(outside, wall)])
+    return out
+
+
+def breakdown(runs, table):
+    """The breakdown as a table (report.markdown_table or text_table), or
+    ''."""
+    if not breakdown_rows(runs):
+        return ""
+    return table(runs, BREAKDOWN_HEADER, breakdown_rows)
+
+
+class Onlining(rebind.Rebind):
+    """The family: rebind's boots and records, with hotplug steps in
+    place of rebinds."""
+    name = "onlining"
+    title = "Memory onlining per state change"
+    plot_file = ""
+
+    def params(self, spec, target, share, verify):
+        return boot_params(spec, target, share, verify, spec.aligns)
+
+    def cmdline(self, variation):
+        return HOTPLUG_CMDLINE + variation
+
+    def samples_text(self, share, target):
+        return f"{share} offline/online cycles per zone"
+
+    def check(self, spec, run, label, target, variation, share, verify):
+        kernel = target.kernel
+        check_run(dataclasses.replace(spec, n=share), run, label,
+                  times_onlining(kernel),
+                  strategies=len(target.hotplug_strategies), verify=verify,
+                  contiguity=(keeps_contiguity_exact(kernel)
+                              if target.contiguity else None))
+
+    def collect(self, samples, spec, run, target, share, first_round):
+        collect(samples, spec, run, target.kernel.variant, first_round)
+
+    def records(self, samples, specs):
+        return runs_table(samples, specs)
+
+    def owns(self, record):
+        return bool(record.get("metric"))
+
+    def tables(self, runs, table):
+        shown = [r for r in runs if r["metric"] in TABLE_METRICS]
+        return [("", table(shown, rebind.HEADER, rebind.rows)),
+                ("onlining, median ms (share of the online wall time)",
+                 breakdown(runs, table))]
+
+    def notes(self, results):
+        return ["kmem and virtio-mem rows: ms to change the state of every "
+                "added memory block, the kernel's own sums over the blocks "
+                "(the series' onlining timing, patched kernels only) and "
+                "the guest's wall time; medians over N offline/online "
+                "cycles, interleaved across boots and kernels.  The "
+                "breakdown: medians over N cycles of onlining every added "
+                "block, ms and share of the online wall time (the first "
+                "onlining after the add is not counted).  online_pages is "
+                "the kernel's own total; memmap_init_range and "
+                "set_zone_contiguous count every move_pfn_range_to_zone(): "
+                "the one inside online_pages and, with memmap_on_memory "
+                "(mom), the one for the block's own memmap pages before it, "
+                "which is also the vmemmap moves column; going_online to "
+                "mem_online are online_pages' later parts; the rest is "
+                "sysfs, locking and memory_block_online() around them.  "
+                "Medians of parts need not add up to the median whole."] \
+            + rebind.tcg_note(results)
+
+
+ONLINING = Onlining()

@@ -3,11 +3,9 @@ import dataclasses
 import re
 
 from zdinit.kernel import bases, store_rule
+from zdinit.units import PAGE, GiB, MiB
 from zdinit.errors import UsageError
 
-PAGE = 4096
-GiB = 1 << 30
-MiB = 1 << 20
 SECTION = 128 * MiB          # x86-64 memory section: hotplug granularity
 STRUCT_PAGE = 64             # sizeof(struct page) in the guest kernel
 REUSE_PAGES = 128            # struct pages per compound page with tail reuse

@@ -102,9 +102,9 @@ medians, "cold" a flushed destination as a rebind writes):
 """
 from dataclasses import dataclass
 
+from zdinit.units import MiB
 from zdinit.errors import UsageError
 
-MiB = 1 << 20
 STREAM = "stream"
 CACHED = "cached"
 # The smallest LLC among the CPUs measured (one Zen 3, 4 or 5 CCD's L3):

@@ -11,7 +11,7 @@ from zdinit import paths, progress
 from zdinit.kernel import store_rule
 from zdinit.lab import clear_stores
 from zdinit.results import report
-from zdinit.vm import console, qemu
+from zdinit.checks import boot
 from zdinit.errors import UsageError, ZdinitError
 
 VECTORS = paths.LAB / "vectors" / "linux-6.12-x86_64.txt"
@@ -97,11 +97,11 @@ def vectors_text(order0, compound_2m, compound_1g, release):
 def capture_vectors(target, accel):
     geometries = ["generic:130:0:0:1", "generic:1024:0:9:1",
                   "generic:2048:0:18:1"]
-    boot = qemu.boot(target.kernel, target.initrd,
-                     {"scenario": "memremap-matrix", "strategies": "default",
-                      "geometries": "+".join(geometries)},
-                     accel, ram_mb=1024, label="capture vectors")
-    steps = console.parse(boot.log).steps
+    steps = boot.boot_check(target, boot.CheckGuest(
+        "capture vectors", {"scenario": "memremap-matrix",
+                            "strategies": "default",
+                            "geometries": "+".join(geometries)},
+        ram_mb=1024, timeout_s=600), accel).steps
     if len(steps) != 3:
         raise ZdinitError(f"expected 3 dumps, the guest ran {len(steps)}")
     text = vectors_text(*(dumps_of(s) for s in steps),

@@ -4,12 +4,13 @@ no number in a table is typed and none can drift from its run.
 
 A page marks each table with the run it comes from and the view of it:
 
-    <!-- table: bench-100g-7.3 bench; columns: scenario, kernel, median ms -->
+    <!-- table: bench-100g-7.3 rebind; columns: scenario, kernel, median ms -->
     (rendered here: one line naming the run and its command, the table)
     <!-- end table -->
 
-The first words are the run's directory under docs/results/ and its kind
-(a key of RENDERERS); then, separated by ';', any of
+The first words are the run's directory under docs/results/ and its kind:
+a family's name (its tables, in the order its tables() gives them) or
+'script' (the run's own table.py); then, separated by ';', any of
 
     columns: NAME, NAME, ...   the renderer's columns to show, in order
                                (a name the table repeats is NAME #2 the
@@ -40,21 +41,12 @@ import re
 
 from zdinit import paths
 from zdinit.families import clearing, rebind, registry
-from zdinit.results import report
+from zdinit.results import report, summary
 from zdinit.errors import UsageError, ZdinitError
 
 
 MARKER = re.compile(r"(<!-- table: (?P<spec>.+?) -->\n)(?P<body>.*?)"
                     r"(?P<end><!-- end table -->)", re.S)
-
-
-def _clear_runs(results):
-    """Clear runs from before the family compared bases name no base: it
-    is their kernels' (all of one base then)."""
-    versions = set(results["env"]["kernels"].values())
-    implied = ".".join(min(versions).split(".")[:2]) if len(versions) == 1 \
-        else None
-    return [dict(r, base=r.get("base", implied)) for r in results["runs"]]
 
 
 def _run_script(results, run_dir):
@@ -70,17 +62,21 @@ def _run_script(results, run_dir):
     return out.getvalue()
 
 
-# Results kind -> the harness's renderer of that kind's markdown table,
-# called with the run's results.json and its directory.  The one place
-# to re-point when the report code moves.
-RENDERERS = {
-    "bench": lambda results, run_dir: report.markdown_table(results["runs"]),
-    "onlining": lambda results, run_dir: report.hotplug_breakdown(
-        results["runs"]),
-    "clear": lambda results, run_dir: report.markdown_table(
-        _clear_runs(results), clearing.HEADER, clearing.rows),
-    "script": _run_script,
-}
+def _family_tables(family):
+    """The renderer of a family's tables, in the order its tables() gives
+    them (a marker's 'part' picks one)."""
+    def render(results, run_dir):
+        return "\n\n".join(text for _, text in family.tables(
+            family.runs_of(results), report.markdown_table) if text)
+    return render
+
+
+# Results kind -> its renderer of markdown tables, called with the run's
+# results.json and its directory: each family's own tables, and a table
+# script committed beside a run.
+RENDERERS = {**{family.name: _family_tables(family)
+                for family in registry.FAMILIES},
+             "script": _run_script}
 
 
 def provenance(run):
@@ -150,7 +146,7 @@ def record_name(record):
         return " ".join(record[k] for k in ("base", "page", "preempt",
                                             "kernel", "method")
                         if record.get(k))
-    return f"{report.row_label(record)} {record['kernel']} " \
+    return f"{rebind.row_label(record)} {record['kernel']} " \
         f"{record['strategy']}"
 
 
@@ -224,17 +220,14 @@ def check_summaries():
 def regenerate(run):
     """Rewrite a committed run's stored summaries from its samples: the
     summary fields of results.json (nothing else of it) and summary.md,
-    which registry.summary_md() renders from the same records."""
+    which summary.summary_md() renders from the same records."""
     directory = paths.COMMITTED_RESULTS / run
     results = report.load_results(directory / "results.json")
     results["runs"] = resummarized(results["runs"])
-    # As registry.write() writes it; the records keep their fields, an
-    # implied base included only in what summary.md is rendered from.
+    # As summary.write() writes it, without drawing the plots again.
     (directory / "results.json").write_text(json.dumps(results, indent=1)
                                             + "\n")
-    named = dict(results, runs=_clear_runs(results)) \
-        if any(map(registry.CLEARING.owns, results["runs"])) else results
-    (directory / "summary.md").write_text(registry.summary_md(named))
+    (directory / "summary.md").write_text(summary.summary_md(results))
 
 
 def caption(run, results):

@@ -89,7 +89,7 @@ def mark_failed(partial):
     return failed
 
 
-def _fmt_ms(v):
+def fmt_ms(v):
     return "-" if v is None else f"{v:.2f}"
 
 
@@ -99,51 +99,7 @@ def ratio_text(vs):
                                f"[{vs['ci95'][0]:.2f}-{vs['ci95'][1]:.2f}]")
 
 
-# The hotplug family's metrics in the bench table; results.json and the
-# breakdown table (hotplug_breakdown()) have every part.
-HOTPLUG_TABLE_METRICS = ("memmap_init_range", "set_zone_contiguous",
-                         "online_pages", "online wall", "offline wall",
-                         "add wall")
-# online_pages()'s parts (the series' onlining timing), in the order the
-# kernel runs them.
-ONLINE_PARTS = ("move_pfn_range_to_zone", "going_online",
-                "online_pages_range", "undo_isolate_page_range",
-                "zone_tuning", "mem_online")
-
-
-def row_label(r):
-    """'fsdax-dev', 'devdax-mem 2M', 'kmem movable mom: memmap_init_range'."""
-    if r.get("metric"):
-        return f"{r['scenario']} {r['variant']}: {r['metric']}"
-    return r["scenario"] + (f" {r['align']}" if r.get("align") else "")
-
-
-def rows(runs):
-    out = []
-    for r in runs:
-        if r.get("metric") and r["metric"] not in HOTPLUG_TABLE_METRICS:
-            continue
-        ratio = ratio_text(r.get("vs_base"))
-        strategy = r["strategy"]
-        # "auto@1" asks for auto on one thread: compare the name alone.
-        if r.get("resolved") and r["resolved"] != [strategy.partition("@")[0]]:
-            strategy += "->" + "/".join(r["resolved"])
-        if r.get("threads") and r["threads"] != [1]:
-            strategy += " x" + "/".join(map(str, r["threads"]))
-        out.append([row_label(r), r["kernel"], strategy, str(r["pages"]),
-                    _fmt_ms(r["first_bind_ms"]), _fmt_ms(r["median_ms"]),
-                    _fmt_ms(r["p10_ms"]), _fmt_ms(r["p90_ms"]),
-                    _fmt_ms(r["min_ms"]), _fmt_ms(r["max_ms"]), str(r["n"]),
-                    ratio, ratio_text(r.get("vs_seed"))])
-    return out
-
-
-HEADER = ["scenario", "kernel", "strategy", "pages", "first ms", "median ms",
-          "p10", "p90", "min", "max", "N", "speedup vs base [95% CI]",
-          "vs upstream 7.4 method [95% CI]"]
-
-
-def text_table(runs, header=HEADER, make_rows=rows):
+def text_table(runs, header, make_rows):
     table = [header] + make_rows(runs)
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip()
@@ -152,62 +108,11 @@ def text_table(runs, header=HEADER, make_rows=rows):
     return "\n".join(lines)
 
 
-def markdown_table(runs, header=HEADER, make_rows=rows):
+def markdown_table(runs, header, make_rows):
     lines = ["| " + " | ".join(header) + " |",
              "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in make_rows(runs)]
     return "\n".join(lines)
-
-
-def _share(part, whole):
-    if part is None:
-        return "-"
-    if not whole:
-        return f"{part:.2f}"
-    return f"{part:.2f} ({100 * part / whole:.0f}%)"
-
-
-BREAKDOWN_HEADER = (["scenario", "kernel", "online wall ms", "online_pages",
-                     "memmap_init_range", "set_zone_contiguous"]
-                    + list(ONLINE_PARTS[1:])
-                    + ["vmemmap moves", "rest outside online_pages"])
-
-
-def breakdown_rows(runs):
-    """Per hotplug scenario/variant/kernel: the median ms of each part of
-    onlining all blocks, with its share of the median wall time."""
-    medians = {}
-    for r in runs:
-        if r.get("metric"):
-            # Offlining has no strategy: its row is the kernel's own.
-            kernel = r["kernel"]
-            if r.get("strategy", "default") != "default":
-                kernel += f" {r['strategy']}"
-            key = (r["scenario"], r["variant"], kernel)
-            medians.setdefault(key, {})[r["metric"]] = r["median_ms"]
-    out = []
-    for (scenario, variant, kernel), m in sorted(medians.items()):
-        wall = m.get("online wall")
-        if wall is None:
-            continue
-        online = m.get("online_pages")
-        outside = None
-        if online is not None:
-            outside = wall - online - m.get("vmemmap moves", 0.0)
-        out.append([f"{scenario} {variant}", kernel, f"{wall:.2f}"]
-                   + [_share(m.get(part), wall) for part in
-                      ("online_pages", "memmap_init_range",
-                       "set_zone_contiguous", *ONLINE_PARTS[1:],
-                       "vmemmap moves")]
-                   + [_share(outside, wall)])
-    return out
-
-
-def hotplug_breakdown(runs, table=None):
-    """The breakdown as a table (markdown_table or text_table), or ''."""
-    if not breakdown_rows(runs):
-        return ""
-    return (table or markdown_table)(runs, BREAKDOWN_HEADER, breakdown_rows)
 
 
 def placement_lines(env, accel):
@@ -260,26 +165,3 @@ def save_plot(draw, data, path):
                      f"{type(err).__name__}: {why}{hint}")
         return False
     return True
-
-
-def plot(runs, path):
-    """One panel per scenario: each kernel/strategy's samples and median."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = sorted({(r["scenario"], r.get("align") or "") for r in runs})
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 4),
-                             squeeze=False)
-    for ax, (scenario, align) in zip(axes[0], panels):
-        mine = [r for r in runs if r["scenario"] == scenario
-                and (r.get("align") or "") == align]
-        labels = [f"{r['kernel']}\n{r['strategy']}" for r in mine]
-        ax.boxplot([r["samples_ms"] for r in mine], showfliers=True)
-        ax.set_xticks(range(1, len(mine) + 1), labels, fontsize=7)
-        ax.set_title(f"{scenario} {align}".strip(), fontsize=9)
-        ax.set_ylabel("memmap init per rebind (ms)")
-        ax.set_ylim(bottom=0)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

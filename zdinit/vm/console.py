@@ -245,3 +245,10 @@ def parse(console):
         elif kind == "end":
             run.rc = int(_labels(rest).get("rc", "-1"))
     return run
+
+
+def refuse_splats(run, label):
+    """Raise if the kernel of run (any parsed console with .splats)
+    reported a splat: no measurement or check stands on such a kernel."""
+    if run.splats:
+        raise ZdinitError(f"{label}: kernel reported: {run.splats[0]}")

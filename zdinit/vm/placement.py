@@ -14,7 +14,8 @@ comparing kernels says when placement alone may explain a difference.
 """
 import pathlib
 
-PAGE = 4096
+from zdinit.units import PAGE
+
 # Functions whose own time the scenarios report (the series' timing lines).
 TIMED = ("memmap_init_range", "memmap_init_zone_device",
          "set_zone_contiguous")
