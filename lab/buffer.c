@@ -171,7 +171,7 @@ static void flush_lines_opt(unsigned char *p, size_t len)
 
 void flush_range(const struct cpu_features *f, unsigned char *p, size_t len)
 {
-	if (f->clflushopt) {
+	if (cpu_has(f, CPU_CLFLUSHOPT)) {
 		flush_lines_opt(p, len);
 	} else {
 		for (size_t i = 0; i < len; i += LINE)

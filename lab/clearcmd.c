@@ -120,7 +120,7 @@ static int clear_verify(void)
 	printf("methods:");
 	for (int m = 0; m < NR_CLEAR_METHODS; m++)
 		if (clear_method_supported(m, cpu))
-			printf(" %s", clear_method_names[m]);
+			printf(" %s", clear_methods[m].name);
 	printf("\n");
 	for (int m = 0; m < NR_CLEAR_METHODS; m++) {
 		if (!clear_method_supported(m, cpu))
@@ -134,7 +134,7 @@ static int clear_verify(void)
 					clear_extents(m, buf + GUARD + off, len,
 						      extents[ei]);
 					snprintf(what, sizeof(what), "%s extent=%zu",
-						 clear_method_names[m], extents[ei]);
+						 clear_methods[m].name, extents[ei]);
 					check_range(buf, off, len, what) ?
 						passed++ : failed++;
 				}
@@ -146,7 +146,7 @@ static int clear_verify(void)
 							 faults[fi], radius);
 				snprintf(what, sizeof(what),
 					 "%s neighbourhood fault=%zu radius=%zu",
-					 clear_method_names[m], faults[fi], radius);
+					 clear_methods[m].name, faults[fi], radius);
 				check_range(buf, 0, HUGE_2M, what) ?
 					passed++ : failed++;
 			}
@@ -190,6 +190,16 @@ static void parse_names(char *list, int *out, int *n, const char *const *names,
 			die("unknown %s '%s'", what, items[k]);
 }
 
+static void parse_methods(char *list, struct clear_opts *o)
+{
+	char *items[MAX_LIST];
+
+	o->nmethods = split(list, items);
+	for (int k = 0; k < o->nmethods; k++)
+		if ((o->methods[k] = clear_method_find(items[k])) < 0)
+			die("unknown method '%s'", items[k]);
+}
+
 /*
  * Fault pages cycle through a pool twice the size of the last-level cache,
  * so a page was last touched long before it is flushed and zeroed again.
@@ -215,6 +225,8 @@ static void parse_clear(int argc, char **argv, bool fault,
 		.pool = default_pool(), .radius = DEFAULT_RADIUS,
 		.reps = fault ? 21 : 5,
 	};
+	_Static_assert(NR_CLEAR_METHODS <= MAX_LIST,
+		       "--methods all lists every method");
 	for (int m = 0; m < NR_CLEAR_METHODS; m++)
 		o->methods[o->nmethods++] = m;
 	for (int i = 0; i < argc; i += 2) {
@@ -247,8 +259,7 @@ static void parse_clear(int argc, char **argv, bool fault,
 		} else if (!strcmp(opt, "--methods")) {
 			if (!strcmp(val, "all"))
 				continue;
-			parse_names(val, o->methods, &o->nmethods,
-				    clear_method_names, NR_CLEAR_METHODS, "method");
+			parse_methods(val, o);
 		} else if (!strcmp(opt, "--pool")) {
 			/* Up to 8 GB of 2 MB pages: a bound, not a need. */
 			o->pool = parse_int(val, 1, 4096, "--pool");
@@ -377,6 +388,8 @@ static void clear_bench(const struct clear_opts *o)
 		die("out of memory");
 	putchar('{');
 	print_cpu_json(cpu);
+	printf(", ");
+	print_clear_methods_json(cpu);
 	printf(", \"command\": \"clear bench\", \"reps\": %d, \"runs\": [\n",
 	       o->reps);
 	for (int bi = 0; bi < o->nbackings; bi++) {
@@ -400,7 +413,7 @@ static void clear_bench(const struct clear_opts *o)
 				       "\"region_bytes\": %zu, ", sep(&first),
 				       backing_names[b],
 				       clear_state_names[o->states[si]],
-				       clear_method_names[cells[c].m],
+				       clear_methods[cells[c].m].name,
 				       cells[c].extent, o->region);
 				if (b == B_THP)
 					printf("\"thp_bytes\": %zu, ", thp);
@@ -518,6 +531,8 @@ static void clear_fault(const struct clear_opts *o)
 	pool = map_buffer(b, len, why, sizeof(why));
 	putchar('{');
 	print_cpu_json(cpu);
+	printf(", ");
+	print_clear_methods_json(cpu);
 	printf(", \"command\": \"clear fault\", \"backing\": \"%s\", "
 	       "\"page_bytes\": %lu, \"reps\": %d, ", backing_names[b], HUGE_2M,
 	       o->reps);
@@ -533,7 +548,7 @@ static void clear_fault(const struct clear_opts *o)
 
 		if (!clear_method_supported(m, cpu)) {
 			printf("%s{\"method\": \"%s\", \"unsupported\": true}\n",
-			       sep(&first), clear_method_names[m]);
+			       sep(&first), clear_methods[m].name);
 			continue;
 		}
 		for (int a = 0; a < NR_ACCESSES; a++)
@@ -549,7 +564,7 @@ static void clear_fault(const struct clear_opts *o)
 			printf("%s{\"method\": \"%s\", \"access\": \"%s\", "
 			       "\"touch_bytes\": %zu, \"order\": \"%s\", "
 			       "\"radius_pages\": %d, \"clear_median_ns\": %.0f, ",
-			       sep(&first), clear_method_names[cells[c].m],
+			       sep(&first), clear_methods[cells[c].m].name,
 			       access_names[cells[c].a], cells[c].n, order_names[ord],
 			       o->radius, median_of(cells[c].cleared[ord], o->reps));
 			print_summary(cells[c].total[ord], cells[c].total_cpu[ord],

@@ -20,6 +20,18 @@
 #define XCR0_AVX		0x06u
 #define XCR0_AVX512		0xe0u
 
+/* CPU_NONE has no name: there is nothing to detect, mask or report. */
+static const char *const cpu_feature_names[NR_CPU_FEATURES] = {
+	[CPU_SSE2] = "sse2",
+	[CPU_AVX2] = "avx2",
+	[CPU_AVX512F] = "avx512f",
+	[CPU_MOVDIR64B] = "movdir64b",
+	[CPU_CLFLUSHOPT] = "clflushopt",
+	[CPU_ERMS] = "erms",
+	[CPU_FSRM] = "fsrm",
+	[CPU_CLZERO] = "clzero",
+};
+
 static unsigned long long xgetbv0(void)
 {
 	unsigned int lo, hi;
@@ -116,11 +128,12 @@ void cpu_detect(struct cpu_features *f, const char *mask)
 	unsigned int a, b, c, d, max_leaf;
 
 	memset(f, 0, sizeof(*f));
+	f->has[CPU_NONE] = true;
 	max_leaf = __get_cpuid_max(0, NULL);
 	if (__get_cpuid(1, &a, &b, &c, &d)) {
 		unsigned int base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
 
-		f->sse2 = d & LEAF1_EDX_SSE2;
+		f->has[CPU_SSE2] = d & LEAF1_EDX_SSE2;
 		f->family = base == 0xf ? base + ext : base;
 		f->model_id = ((a >> 4) & 0xf) | (((a >> 16) & 0xf) << 4);
 		f->stepping = a & 0xf;
@@ -133,16 +146,16 @@ void cpu_detect(struct cpu_features *f, const char *mask)
 		}
 	}
 	if (max_leaf >= 7 && __get_cpuid_count(7, 0, &a, &b, &c, &d)) {
-		f->avx2 = (b & LEAF7_EBX_AVX2) && f->os_avx;
-		f->avx512f = (b & LEAF7_EBX_AVX512F) && f->os_avx512;
-		f->clflushopt = b & LEAF7_EBX_CLFLUSHOPT;
-		f->movdir64b = c & LEAF7_ECX_MOVDIR64B;
-		f->erms = b & LEAF7_EBX_ERMS;
-		f->fsrm = d & LEAF7_EDX_FSRM;
+		f->has[CPU_AVX2] = (b & LEAF7_EBX_AVX2) && f->os_avx;
+		f->has[CPU_AVX512F] = (b & LEAF7_EBX_AVX512F) && f->os_avx512;
+		f->has[CPU_CLFLUSHOPT] = b & LEAF7_EBX_CLFLUSHOPT;
+		f->has[CPU_MOVDIR64B] = c & LEAF7_ECX_MOVDIR64B;
+		f->has[CPU_ERMS] = b & LEAF7_EBX_ERMS;
+		f->has[CPU_FSRM] = d & LEAF7_EDX_FSRM;
 	}
 	if (__get_cpuid_max(0x80000000, NULL) >= 0x80000008 &&
 	    __get_cpuid(0x80000008, &a, &b, &c, &d))
-		f->clzero = b & EXT8_EBX_CLZERO;
+		f->has[CPU_CLZERO] = b & EXT8_EBX_CLZERO;
 	if (__get_cpuid_max(0x80000000, NULL) >= 0x80000004) {
 		unsigned int *out = (unsigned int *)f->model;
 
@@ -155,20 +168,9 @@ void cpu_detect(struct cpu_features *f, const char *mask)
 	f->llc_kb = llc_kb();
 	f->l2_kb = l2_kb();
 
-	if (masked(mask, "sse2"))
-		f->sse2 = false;
-	if (masked(mask, "avx2"))
-		f->avx2 = false;
-	if (masked(mask, "avx512f"))
-		f->avx512f = false;
-	if (masked(mask, "movdir64b"))
-		f->movdir64b = false;
-	if (masked(mask, "clflushopt"))
-		f->clflushopt = false;
-	if (masked(mask, "erms"))
-		f->erms = false;
-	if (masked(mask, "clzero"))
-		f->clzero = false;
+	for (int c = 0; c < NR_CPU_FEATURES; c++)
+		if (c != CPU_NONE && masked(mask, cpu_feature_names[c]))
+			f->has[c] = false;
 }
 
 static const char *yes(bool b)
@@ -179,12 +181,23 @@ static const char *yes(bool b)
 void print_cpu_json(const struct cpu_features *f)
 {
 	printf("\"cpu\": {\"model\": \"%s\", \"family\": %u, \"model_id\": %u, "
-	       "\"stepping\": %u, \"llc_kb\": %u, \"l2_kb\": %u, "
-	       "\"sse2\": %s, \"avx2\": %s, "
-	       "\"avx512f\": %s, \"movdir64b\": %s, \"clflushopt\": %s, "
-	       "\"erms\": %s, \"fsrm\": %s, \"clzero\": %s}",
+	       "\"stepping\": %u, \"llc_kb\": %u, \"l2_kb\": %u",
 	       f->model, f->family, f->model_id, f->stepping, f->llc_kb,
-	       f->l2_kb,
-	       yes(f->sse2), yes(f->avx2), yes(f->avx512f), yes(f->movdir64b),
-	       yes(f->clflushopt), yes(f->erms), yes(f->fsrm), yes(f->clzero));
+	       f->l2_kb);
+	for (int c = 0; c < NR_CPU_FEATURES; c++)
+		if (c != CPU_NONE)
+			printf(", \"%s\": %s", cpu_feature_names[c],
+			       yes(f->has[c]));
+	putchar('}');
+}
+
+void print_store_row_json(const char *name, const char *kind,
+			  enum cpu_feature needs, const struct cpu_features *f)
+{
+	printf("{\"name\": \"%s\", \"kind\": \"%s\", \"needs\": ", name, kind);
+	if (needs == CPU_NONE)
+		printf("null");
+	else
+		printf("\"%s\"", cpu_feature_names[needs]);
+	printf(", \"supported\": %s}", yes(cpu_has(f, needs)));
 }

@@ -16,55 +16,12 @@ const struct geometry geometries[] = {
 };
 const size_t nr_geometries = sizeof(geometries) / sizeof(geometries[0]);
 
-const char *const strategy_names[NR_STRATEGIES] = {
-	[S_SLOW] = "slow",
-	[S_TEMPLATE_U64] = "template-u64",
-	[S_TEMPLATE_MEMCPY] = "template-memcpy",
-	[S_TEMPLATE_RELOAD] = "template-reload",
-	[S_TEMPLATE_REGS] = "template-regs",
-	[S_MOVNTI] = "movnti",
-	[S_SSE2] = "sse2-movntdq",
-	[S_AVX2] = "avx2-vmovntdq",
-	[S_AVX512] = "avx512-vmovntdq",
-	[S_MOVDIR64B] = "movdir64b",
-};
-
 const struct geometry *geometry_find(const char *name)
 {
-	for (size_t i = 0; i < nr_geometries; i++)
-		if (!strcmp(geometries[i].name, name))
-			return &geometries[i];
-	return NULL;
-}
+	int i = find_row(geometries, nr_geometries, sizeof(geometries[0]),
+			 name);
 
-int strategy_find(const char *name)
-{
-	for (int i = 0; i < NR_STRATEGIES; i++)
-		if (!strcmp(strategy_names[i], name))
-			return i;
-	return -1;
-}
-
-bool strategy_supported(enum strategy s, const struct cpu_features *f)
-{
-	switch (s) {
-	case S_MOVNTI:
-	case S_SSE2:
-		return f->sse2;
-	case S_AVX2:
-		return f->avx2;
-	case S_AVX512:
-		return f->avx512f;
-	case S_MOVDIR64B:
-		return f->movdir64b;
-	default:
-		return true;
-	}
-}
-
-bool strategy_streams(enum strategy s)
-{
-	return s >= S_MOVNTI;
+	return i < 0 ? NULL : &geometries[i];
 }
 
 static size_t compound_pages(const struct geometry *g)
@@ -122,14 +79,24 @@ static void slow_page(unsigned char *dst, const unsigned char *image,
 		w[head_ptr_off / 8] = head_ptr;
 }
 
-static void copy_u64(unsigned char *dst, const unsigned char *src,
-		     size_t size)
+static void copy_u64(unsigned char *dst, size_t nr,
+		     const unsigned char *template, size_t size)
 {
-	uint64_t *d = (uint64_t *)dst;
-	const uint64_t *s = (const uint64_t *)src;
+	const uint64_t *t = (const uint64_t *)template;
 
-	for (size_t i = 0; i < size / 8; i++)
-		d[i] = s[i];
+	for (size_t i = 0; i < nr; i++) {
+		uint64_t *d = (uint64_t *)(dst + i * size);
+
+		for (size_t k = 0; k < size / 8; k++)
+			d[k] = t[k];
+	}
+}
+
+static void copy_memcpy(unsigned char *dst, size_t nr,
+			const unsigned char *template, size_t size)
+{
+	for (size_t i = 0; i < nr; i++)
+		memcpy(dst + i * size, template, size);
 }
 
 /*
@@ -193,11 +160,22 @@ fill_unrolled_sized(unsigned char *dst, size_t nr,
 	}
 }
 
-bool strategy_fits(enum strategy s, size_t size)
+/* Two functions, so that neither copy loop tests reload. */
+static void copy_reload(unsigned char *dst, size_t nr,
+			const unsigned char *template, size_t size)
 {
-	if (s == S_TEMPLATE_RELOAD || s == S_TEMPLATE_REGS)
-		return unrolled_words(size);
-	return true;
+	fill_unrolled_sized(dst, nr, template, size, true);
+}
+
+static void copy_regs(unsigned char *dst, size_t nr,
+		      const unsigned char *template, size_t size)
+{
+	fill_unrolled_sized(dst, nr, template, size, false);
+}
+
+static bool unrolled_fits(size_t size)
+{
+	return unrolled_words(size);
 }
 
 /* ---- streaming stores of one 64-byte line ----------------------------- */
@@ -241,11 +219,12 @@ static void line_movdir64b(unsigned char *dst, const unsigned char *src)
 /*
  * The hot loops are specialised per method so that the compiler inlines
  * the line store: a call per line would be measured, not the stores.
+ * specs: the storage class (static where clear.c does not stream with
+ * it) and the target the line store needs.
  */
-#define DEFINE_STREAM_LOOP(name, line, attr)				\
-attr static void stream_##name(unsigned char *dst,			\
-			       const unsigned char *pattern,		\
-			       size_t lines, size_t period)		\
+#define DEFINE_STREAM_LOOP(name, line, specs)				\
+specs void stream_##name(unsigned char *dst, const unsigned char *pattern, \
+			size_t lines, size_t period)			\
 {									\
 	size_t phase = 0;						\
 	for (size_t i = 0; i < lines; i++) {				\
@@ -260,33 +239,69 @@ DEFINE_STREAM_LOOP(sse2, line_sse2, )
 DEFINE_STREAM_LOOP(avx2, line_avx2, __attribute__((target("avx2"))))
 DEFINE_STREAM_LOOP(avx512, line_avx512, __attribute__((target("avx512f"))))
 DEFINE_STREAM_LOOP(movdir64b, line_movdir64b,
-		   __attribute__((target("movdir64b"))))
+		   static __attribute__((target("movdir64b"))))
 
-typedef void (*stream_fn)(unsigned char *, const unsigned char *, size_t,
-			  size_t);
+/* ---- the strategies ---------------------------------------------------- */
 
-static stream_fn stream_function(enum strategy s)
+const struct strategy strategies[] = {
+	/* A replica of the slow path's stores, for every page. */
+	{ "slow", CPU_NONE, .copy = NULL, .stream = NULL },
+	/* Cached u64 copies, a loop over the words. */
+	{ "template-u64", CPU_NONE, .copy = copy_u64 },
+	/* Cached memcpy() per page. */
+	{ "template-memcpy", CPU_NONE, .copy = copy_memcpy },
+	/* Unrolled u64 copies (the kernel before patch 7). */
+	{ "template-reload", CPU_NONE, .copy = copy_reload,
+	  .fits = unrolled_fits },
+	/* Unrolled u64 stores from registers (patch 7). */
+	{ "template-regs", CPU_NONE, .copy = copy_regs, .fits = unrolled_fits },
+	/* 8-byte streaming stores (the seeds' method). */
+	{ "movnti", CPU_SSE2, .stream = stream_movnti },
+	/* 4 x 16-byte MOVNTDQ per line. */
+	{ "sse2-movntdq", CPU_SSE2, .stream = stream_sse2 },
+	/* 2 x 32-byte VMOVNTDQ per line. */
+	{ "avx2-vmovntdq", CPU_AVX2, .stream = stream_avx2 },
+	/* 1 x 64-byte VMOVNTDQ per line. */
+	{ "avx512-vmovntdq", CPU_AVX512F, .stream = stream_avx512 },
+	/* 64-byte direct store. */
+	{ "movdir64b", CPU_MOVDIR64B, .stream = stream_movdir64b },
+};
+const size_t nr_strategies = sizeof(strategies) / sizeof(strategies[0]);
+
+const struct strategy *strategy_find(const char *name)
 {
-	switch (s) {
-	case S_MOVNTI:
-		return stream_movnti;
-	case S_SSE2:
-		return stream_sse2;
-	case S_AVX2:
-		return stream_avx2;
-	case S_AVX512:
-		return stream_avx512;
-	case S_MOVDIR64B:
-		return stream_movdir64b;
-	default:
-		return NULL;
-	}
+	int i = find_row(strategies, nr_strategies, sizeof(strategies[0]),
+			 name);
+
+	return i < 0 ? NULL : &strategies[i];
 }
 
-void stream_lines(enum strategy s, unsigned char *dst,
-		  const unsigned char *pattern, size_t lines, size_t period)
+bool strategy_supported(const struct strategy *s, const struct cpu_features *f)
 {
-	stream_function(s)(dst, pattern, lines, period);
+	return cpu_has(f, s->needs);
+}
+
+bool strategy_fits(const struct strategy *s, size_t size)
+{
+	return !s->fits || s->fits(size);
+}
+
+bool strategy_streams(const struct strategy *s)
+{
+	return s->stream != NULL;
+}
+
+void print_strategies_json(const struct cpu_features *f)
+{
+	printf("\"strategies\": [");
+	for (size_t i = 0; i < nr_strategies; i++) {
+		printf("%s", i ? ", " : "");
+		print_store_row_json(strategies[i].name,
+				     strategy_streams(&strategies[i]) ?
+				     "streaming" : "cached",
+				     strategies[i].needs, f);
+	}
+	putchar(']');
 }
 
 static size_t gcd(size_t a, size_t b)
@@ -306,8 +321,8 @@ static size_t gcd(size_t a, size_t b)
  * repeating pattern of lcm(size, 64) bytes; the partial lines at either
  * end are written with cached stores, as a kernel would have to.
  */
-static void fill_pages(enum strategy s, unsigned char *dst, size_t nr,
-		       const unsigned char *template, size_t size)
+static void fill_pages(const struct strategy *s, unsigned char *dst,
+		       size_t nr, const unsigned char *template, size_t size)
 {
 	/* lcm(size, 64) <= size * 64 / 8: size is a multiple of 8. */
 	unsigned char pattern[MAX_PAGE_SIZE * LINE / 8];
@@ -316,23 +331,8 @@ static void fill_pages(enum strategy s, unsigned char *dst, size_t nr,
 
 	if (!nr)
 		return;
-	if (s == S_TEMPLATE_U64) {
-		for (size_t i = 0; i < nr; i++)
-			copy_u64(dst + i * size, template, size);
-		return;
-	}
-	if (s == S_TEMPLATE_MEMCPY) {
-		for (size_t i = 0; i < nr; i++)
-			memcpy(dst + i * size, template, size);
-		return;
-	}
-	/* Two calls, so that neither copy loop tests s. */
-	if (s == S_TEMPLATE_RELOAD) {
-		fill_unrolled_sized(dst, nr, template, size, true);
-		return;
-	}
-	if (s == S_TEMPLATE_REGS) {
-		fill_unrolled_sized(dst, nr, template, size, false);
+	if (s->copy) {
+		s->copy(dst, nr, template, size);
 		return;
 	}
 
@@ -349,7 +349,7 @@ static void fill_pages(enum strategy s, unsigned char *dst, size_t nr,
 	for (size_t i = 0; i < period * LINE; i++)
 		pattern[i] = template[((size_t)(first - dst) + i) % size];
 	lines = (size_t)(last - first) / LINE;
-	stream_lines(s, first, pattern, lines, period);
+	s->stream(first, pattern, lines, period);
 	/* No fence here: memmap_write() fences once, at its end. */
 	for (unsigned char *p = last; p < end; p++)
 		*p = template[(size_t)(p - dst) % size];
@@ -365,18 +365,19 @@ static void set_pageblocks(unsigned char *pageblocks, size_t first_pfn,
 		pageblocks[pfn / PAGEBLOCK_PAGES] = MIGRATE_MOVABLE_BYTE;
 }
 
-void memmap_write(enum strategy s, const struct images *img,
+void memmap_write(const struct strategy *s, const struct images *img,
 		  const struct geometry *g, unsigned char *memmap,
 		  unsigned char *pageblocks, size_t first_pfn, size_t nr_pfns)
 {
 	size_t size = img->size, n = compound_pages(g);
+	bool slow_path_only = !s->copy && !s->stream;
 
 	if (!nr_pfns)
 		return;
 	if (g->order == 0) {
 		unsigned char *template = page_at(g, memmap, size, first_pfn);
 
-		if (s == S_SLOW) {
+		if (slow_path_only) {
 			for (size_t i = 0; i < nr_pfns; i++)
 				slow_page(template + i * size, img->order0,
 					  size, 0, 0);
@@ -393,7 +394,7 @@ void memmap_write(enum strategy s, const struct images *img,
 			unsigned char *h = page_at(g, memmap, size, head);
 			uintptr_t ptr = (uintptr_t)h | 1;
 			/* Tails 1 and 2 always take the slow path. */
-			size_t slow_end = s == S_SLOW ? written : 3;
+			size_t slow_end = slow_path_only ? written : 3;
 
 			slow_page(h, img->head, size, 0, 0);
 			for (size_t j = 1; j < slow_end; j++)
@@ -454,7 +455,7 @@ void memmap_reference(const struct images *img, const struct geometry *g,
  * all-zero lines faster than any others (AMD Zen elides the allocation),
  * which would make a floor no memmap can reach.
  */
-void floor_fill(enum strategy s, unsigned char *dst, size_t len,
+void floor_fill(const struct strategy *s, unsigned char *dst, size_t len,
 		const struct images *img)
 {
 	unsigned char pattern[MAX_PAGE_SIZE * LINE / 8];
@@ -462,7 +463,7 @@ void floor_fill(enum strategy s, unsigned char *dst, size_t len,
 
 	for (size_t i = 0; i < period * LINE; i++)
 		pattern[i] = img->order0[i % img->size];
-	stream_lines(s, dst, pattern, len / LINE, period);
+	s->stream(dst, pattern, len / LINE, period);
 	_mm_sfence();
 }
 

@@ -36,7 +36,7 @@ struct images {
 #define PAGEBLOCK_PAGES	512	/* pageblock_nr_pages with 2M huge pages */
 
 struct geometry {
-	const char *name;
+	const char *name;		/* first, for find_row() */
 	unsigned int order;
 	bool reuse;
 };
@@ -54,26 +54,45 @@ const struct geometry *geometry_find(const char *name);
 /* struct pages the kernel writes for a range of nr_pfns pfns. */
 size_t geometry_written(const struct geometry *g, size_t nr_pfns);
 
-enum strategy {
-	S_SLOW,			/* replica of the slow path's stores */
-	S_TEMPLATE_U64,		/* cached u64 copies, a loop over the words */
-	S_TEMPLATE_MEMCPY,	/* cached memcpy() per page */
-	S_TEMPLATE_RELOAD,	/* unrolled u64 copies (kernel before patch 7) */
-	S_TEMPLATE_REGS,	/* unrolled u64 stores from registers (patch 7) */
-	S_MOVNTI,		/* 8-byte streaming stores (the seeds' method) */
-	S_SSE2,			/* 4 x 16-byte MOVNTDQ per line */
-	S_AVX2,			/* 2 x 32-byte VMOVNTDQ per line */
-	S_AVX512,		/* 1 x 64-byte VMOVNTDQ per line */
-	S_MOVDIR64B,		/* 64-byte direct store */
-	NR_STRATEGIES
+/* Copy the template struct page of size bytes over the nr at dst. */
+typedef void copy_fn(unsigned char *dst, size_t nr,
+		     const unsigned char *template, size_t size);
+
+/*
+ * Streaming-store lines 64-byte lines at dst (line aligned), cycling
+ * through period lines of pattern; the caller fences.
+ */
+typedef void stream_fn(unsigned char *dst, const unsigned char *pattern,
+		       size_t lines, size_t period);
+
+/* Streaming strategies' stores that 'zdlab clear' zeroes with (clear.c). */
+stream_fn stream_movnti, stream_sse2, stream_avx2, stream_avx512;
+
+/*
+ * A store strategy, one row of strategies[] (memmap.c): its name, the CPU
+ * feature it needs, and its stores of every struct page but those that
+ * take the slow path in any strategy (the first of an order-0 range, the
+ * head and first two tails of a compound page): a cached copy of the
+ * template, or streaming stores of whole lines, weakly ordered and fenced
+ * once per memmap_write().  With neither, the slow path writes every page.
+ */
+struct strategy {
+	const char *name;		/* first, for find_row() */
+	enum cpu_feature needs;
+	copy_fn *copy;
+	stream_fn *stream;
+	/* Whether it has a form for a struct page of size bytes; NULL: all. */
+	bool (*fits)(size_t size);
 };
 
-extern const char *const strategy_names[NR_STRATEGIES];
-int strategy_find(const char *name);
-bool strategy_supported(enum strategy s, const struct cpu_features *f);
-/* Whether s has a form for a struct page of size bytes. */
-bool strategy_fits(enum strategy s, size_t size);
-bool strategy_streams(enum strategy s);
+extern const struct strategy strategies[];
+extern const size_t nr_strategies;
+const struct strategy *strategy_find(const char *name);
+bool strategy_supported(const struct strategy *s, const struct cpu_features *f);
+bool strategy_fits(const struct strategy *s, size_t size);
+bool strategy_streams(const struct strategy *s);
+/* "\"strategies\": [...]": every row, and whether this CPU runs it. */
+void print_strategies_json(const struct cpu_features *f);
 
 /*
  * Write the memmap of pfns [first_pfn, first_pfn + nr_pfns) into memmap,
@@ -81,7 +100,7 @@ bool strategy_streams(enum strategy s);
  * bytes the kernel sets in a separate pass.  Compound ranges must start
  * and end on compound boundaries, as device-dax guarantees.
  */
-void memmap_write(enum strategy s, const struct images *img,
+void memmap_write(const struct strategy *s, const struct images *img,
 		  const struct geometry *g, unsigned char *memmap,
 		  unsigned char *pageblocks, size_t first_pfn, size_t nr_pfns);
 
@@ -90,15 +109,8 @@ void memmap_reference(const struct images *img, const struct geometry *g,
 		      unsigned char *memmap, unsigned char *pageblocks,
 		      size_t first_pfn, size_t nr_pfns);
 
-/*
- * Streaming-store lines 64-byte lines at dst (line aligned), cycling
- * through period lines of pattern; the caller fences.
- */
-void stream_lines(enum strategy s, unsigned char *dst,
-		  const unsigned char *pattern, size_t lines, size_t period);
-
 /* The physical floor: stream the order-0 image over len bytes. */
-void floor_fill(enum strategy s, unsigned char *dst, size_t len,
+void floor_fill(const struct strategy *s, unsigned char *dst, size_t len,
 		const struct images *img);
 
 int images_load(struct images *img, const char *path);

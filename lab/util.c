@@ -73,12 +73,21 @@ int parse_int(const char *text, int lo, int hi, const char *what)
 	return (int)v;
 }
 
+int find_row(const void *rows, size_t n, size_t size, const char *name)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *row = (const char *)rows + i * size;
+		const char *const *row_name = (const void *)row;
+
+		if (!strcmp(*row_name, name))
+			return (int)i;
+	}
+	return -1;
+}
+
 int find_name(const char *const *names, int n, const char *name)
 {
-	for (int i = 0; i < n; i++)
-		if (!strcmp(names[i], name))
-			return i;
-	return -1;
+	return find_row(names, n, sizeof(*names), name);
 }
 
 double now_ns(void)

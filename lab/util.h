@@ -22,6 +22,12 @@ _Noreturn void usage(int status, const char *text);
 int split(char *list, char **out);
 size_t parse_size(const char *text);
 int parse_int(const char *text, int lo, int hi, const char *what);
+/*
+ * The index of the row named name in a table of n rows of size bytes, each
+ * a struct whose first member is its name; -1 if there is none.
+ */
+int find_row(const void *rows, size_t n, size_t size, const char *name);
+/* find_row() in an array of names. */
 int find_name(const char *const *names, int n, const char *name);
 
 double now_ns(void);

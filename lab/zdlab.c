@@ -3,14 +3,17 @@
  * zdlab: replay the stores memmap_init_zone_device() makes, natively, with
  * every store strategy this CPU offers, against the streaming floor.
  *
- *   zdlab features
+ *   zdlab features	(the CPU, and every strategy and clearing method)
  *   zdlab clear verify|bench|fault ...	(huge-page clearing: clearcmd.c)
  *   zdlab verify VECTORS
  *   zdlab bench VECTORS [--geometry G] [--sizes B,..] [--states S,..]
  *         [--backings B,..] [--strategies S,..|all] [--threads N,..]
  *         [--reps N]
  *
- * Results are JSON on stdout; errors are one line on stderr, exit 2.
+ * Results are JSON on stdout, each with the CPU and the rows of the
+ * strategies or clearing methods it ran (as 'features' lists them), so a
+ * reader classifies a run by the table it ran with; errors are one line
+ * on stderr, exit 2.
  */
 #define _GNU_SOURCE
 #include <immintrin.h>
@@ -54,7 +57,7 @@ static void prepare(enum state st, unsigned char *p, size_t len)
 /* ---- one timed run, split over threads --------------------------------- */
 
 struct job {
-	enum strategy strategy;
+	const struct strategy *strategy;
 	bool floor;
 	const struct images *img;
 	const struct geometry *geom;
@@ -152,38 +155,41 @@ static double timed_run(struct job proto, int nthreads)
 
 /* ---- commands ------------------------------------------------------- */
 
-/* A JSON list of the names whose flag is set. */
-static void print_names(const char *const *names, const bool *ok, int n)
+/* An item of a JSON list of names, after a comma unless it is the first. */
+static void print_listed(const char *name, bool *first)
 {
-	putchar('[');
-	for (int i = 0, first = 1; i < n; i++) {
-		if (!ok[i])
-			continue;
-		printf("%s\"%s\"", first ? "" : ", ", names[i]);
-		first = 0;
-	}
-	putchar(']');
+	printf("%s\"%s\"", *first ? "" : ", ", name);
+	*first = false;
 }
 
+/*
+ * The CPU, every strategy and clearing method with its fields, and the
+ * names of those this CPU runs.
+ */
 static void print_features(void)
 {
-	bool strategies[NR_STRATEGIES], methods[NR_CLEAR_METHODS];
+	bool first = true;
 
-	for (int s = 0; s < NR_STRATEGIES; s++)
-		strategies[s] = strategy_supported(s, &cpu);
-	for (int m = 0; m < NR_CLEAR_METHODS; m++)
-		methods[m] = clear_method_supported(m, &cpu);
 	putchar('{');
 	print_cpu_json(&cpu);
-	printf(", \"supported\": ");
-	print_names(strategy_names, strategies, NR_STRATEGIES);
-	printf(", \"clear_supported\": ");
-	print_names(clear_method_names, methods, NR_CLEAR_METHODS);
-	printf("}\n");
+	printf(", ");
+	print_strategies_json(&cpu);
+	printf(", ");
+	print_clear_methods_json(&cpu);
+	printf(", \"supported\": [");
+	for (size_t s = 0; s < nr_strategies; s++)
+		if (strategy_supported(&strategies[s], &cpu))
+			print_listed(strategies[s].name, &first);
+	printf("], \"clear_supported\": [");
+	first = true;
+	for (int m = 0; m < NR_CLEAR_METHODS; m++)
+		if (clear_method_supported(m, &cpu))
+			print_listed(clear_methods[m].name, &first);
+	printf("]}\n");
 }
 
 /* Write one case with strategy s and compare with the reference. */
-static bool verify_case(enum strategy s, const struct images *img,
+static bool verify_case(const struct strategy *s, const struct images *img,
 			const struct geometry *g, size_t first, size_t count,
 			int threads)
 {
@@ -213,7 +219,7 @@ static bool verify_case(enum strategy s, const struct images *img,
 	ok = !memcmp(want, got, len) && !memcmp(pb_want, pb_got, pbs);
 	if (!ok)
 		fprintf(stderr, "FAIL %s %s size=%zu first=%zu count=%zu threads=%d\n",
-			strategy_names[s], g->name, img->size, first, count,
+			s->name, g->name, img->size, first, count,
 			threads);
 	free(want);
 	free(got);
@@ -242,7 +248,9 @@ static int verify(const struct images *vectors)
 			const struct geometry *g = &geometries[gi];
 			size_t n = (size_t)1 << g->order;
 
-			for (int s = 0; s < NR_STRATEGIES; s++) {
+			for (size_t i = 0; i < nr_strategies; i++) {
+				const struct strategy *s = &strategies[i];
+
 				if (!strategy_supported(s, &cpu) ||
 				    !strategy_fits(s, img.size))
 					continue;
@@ -273,7 +281,8 @@ struct bench_opts {
 	int nsizes;
 	int states[MAX_LIST], nstates;
 	int backings[MAX_LIST], nbackings;
-	int strategies[MAX_LIST], nstrategies;
+	const struct strategy *strategies[MAX_LIST];
+	int nstrategies;
 	int threads[MAX_LIST], nthreads;
 	int reps;
 };
@@ -312,6 +321,8 @@ static void bench(const struct images *img, struct bench_opts *o)
 
 	putchar('{');
 	print_cpu_json(&cpu);
+	printf(", ");
+	print_strategies_json(&cpu);
 	printf(", \"vectors\": \"%s\", "
 	       "\"struct_page_size\": %zu, \"geometry\": \"%s\", \"reps\": %d, "
 	       "\"runs\": [\n",
@@ -350,10 +361,12 @@ static void bench(const struct images *img, struct bench_opts *o)
 
 					/* The floor: fastest constant streaming fill. */
 					j.floor = true;
-					for (int s = S_MOVNTI; s < NR_STRATEGIES; s++) {
+					for (size_t i = 0; i < nr_strategies; i++) {
+						const struct strategy *s = &strategies[i];
 						double m;
 
-						if (!strategy_supported(s, &cpu))
+						if (!strategy_streams(s) ||
+						    !strategy_supported(s, &cpu))
 							continue;
 						j.strategy = s;
 						measure(j, o->threads[ti], o->states[si], len,
@@ -361,12 +374,12 @@ static void bench(const struct images *img, struct bench_opts *o)
 						m = median_of(ns, o->reps);
 						if (!floor_ns || m < floor_ns) {
 							floor_ns = m;
-							floor_by = strategy_names[s];
+							floor_by = s->name;
 						}
 					}
 					j.floor = false;
 					for (int k = 0; k < o->nstrategies; k++) {
-						int s = o->strategies[k];
+						const struct strategy *s = o->strategies[k];
 						double med;
 
 						printf("%s{\"backing\": \"%s\", \"state\": \"%s\", "
@@ -375,7 +388,7 @@ static void bench(const struct images *img, struct bench_opts *o)
 						       "\"pages_written\": %zu, ",
 						       first_run ? "" : ",", backing_names[b],
 						       state_names[o->states[si]],
-						       o->threads[ti], strategy_names[s], len,
+						       o->threads[ti], s->name, len,
 						       nr_pfns, written);
 						first_run = 0;
 						if (!strategy_supported(s, &cpu) ||
@@ -430,8 +443,11 @@ static void parse_bench(int argc, char **argv, struct bench_opts *o)
 	o->nbackings = 1;
 	o->threads[0] = 1;
 	o->nthreads = 1;
-	for (int s = 0; s < NR_STRATEGIES; s++)
-		o->strategies[o->nstrategies++] = s;
+	if (nr_strategies > MAX_LIST)
+		die("%zu strategies, more than a list holds (MAX_LIST, %d)",
+		    nr_strategies, MAX_LIST);
+	for (size_t s = 0; s < nr_strategies; s++)
+		o->strategies[o->nstrategies++] = &strategies[s];
 	for (int i = 0; i < argc; i += 2) {
 		const char *opt = argv[i];
 
@@ -475,7 +491,7 @@ static void parse_bench(int argc, char **argv, struct bench_opts *o)
 				continue;
 			o->nstrategies = n;
 			for (int k = 0; k < n; k++)
-				if ((o->strategies[k] = strategy_find(items[k])) < 0)
+				if (!(o->strategies[k] = strategy_find(items[k])))
 					die("unknown strategy '%s'", items[k]);
 		} else {
 			die("unknown option '%s'", opt);

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from zdinit import paths
-from zdinit.lab import clear_stores, memmap_stores
+from zdinit.lab import clear_stores, memmap_stores, store_kinds
 from zdinit.errors import ZdinitError
 
 
@@ -110,7 +110,7 @@ def test_recommendation_finds_the_crossover():
     runs = [run("cold", 1, "template-u64", 10), run("cold", 1, "sse2-movntdq", 12),
             run("cold", 2, "template-u64", 20), run("cold", 2, "sse2-movntdq", 15),
             run("cold", 4, "template-u64", 40), run("cold", 4, "sse2-movntdq", 25)]
-    rec = memmap_stores.stream_crossover(runs)["cold"]
+    rec = memmap_stores.stream_crossover(runs, memmap_stores.features()["strategies"])["cold"]
     assert rec["stream_wins_from_bytes"] == 2
     assert rec["best_at_largest"] == "sse2-movntdq"
 
@@ -265,7 +265,7 @@ def test_clear_recommendation_batch_threshold_and_ratios():
             clear_run("clzero", 32 * M, 45.0),
             clear_run("avx2-vmovntdq", 1024 * M, 52.0),
             clear_run("extent-stosq", 2 * M, 60.0, state="hot")]
-    rec = clear_stores.recommend(runs)
+    rec = clear_stores.recommend(runs, memmap_stores.features()["clear_methods"])
     cold = rec["anon-thp/cold"]
     assert cold["batch_bytes"] == 32 * M          # 49 >= 0.95 * 50
     assert cold["stream_wins_from_bytes"] == 8 * M
@@ -278,6 +278,73 @@ def test_clear_recommendation_batch_threshold_and_ratios():
     assert ratios["vs_upstream_2M_meets_goal"] is False
     hot = rec["anon-thp/hot"]
     assert hot["batch_bytes"] is None and "vs_upstream_2M" not in hot["ratios"]
+
+
+def test_a_clearing_method_only_the_table_lists_is_ranked():
+    """A streaming method that the lab's table lists and no code of the
+    harness names: the best at 2 MB, and refused by a table without it."""
+    M = 1 << 20
+    methods = memmap_stores.features()["clear_methods"]
+    runs = [clear_run("extent-stosb", 2 * M, 20.0),
+            clear_run("avx10-vmovntdq", 2 * M, 60.0)]
+    cold = clear_stores.recommend(runs, methods + [
+        row("avx10-vmovntdq", "streaming")])["anon-thp/cold"]
+    assert cold["ratios"]["best_2M"] == "avx10-vmovntdq"
+    assert cold["stream_wins_from_bytes"] == 2 * M
+    with pytest.raises(ZdinitError, match="the clearing sweep measured "
+                       "avx10-vmovntdq, which no row"):
+        clear_stores.recommend(runs, methods)
+
+
+# ---- the lab's tables of stores (zdlab features) --------------------------
+
+@pytest.mark.parametrize("mask", ["", "sse2,avx2,avx512f,erms,clzero"])
+def test_features_list_every_store_with_its_row(mask):
+    """Every strategy and clearing method is a row of a known kind, which
+    this CPU runs exactly where it has the feature the row needs; the
+    lists of supported names are the rows'."""
+    feats = json.loads(memmap_stores.zdlab(["features"],
+                                 env=dict(os.environ, ZDLAB_MASK=mask)))
+    cpu = feats["cpu"]
+    for table, kinds, supported in [
+            ("strategies", store_kinds.STRATEGY_KINDS, "supported"),
+            ("clear_methods", store_kinds.CLEAR_KINDS, "clear_supported")]:
+        rows = feats[table]
+        assert {r["kind"] for r in rows} == set(kinds)
+        for r in rows:
+            assert r["supported"] is (r["needs"] is None or cpu[r["needs"]])
+        assert feats[supported] == [r["name"] for r in rows
+                                    if r["supported"]]
+    for feature in filter(None, mask.split(",")):
+        assert cpu[feature] is False
+
+
+def test_every_zdlab_output_records_the_table_it_ran_with():
+    feats = memmap_stores.features()
+    bench = json.loads(memmap_stores.zdlab(["bench", str(memmap_stores.VECTORS), "--sizes",
+                                  "1M", "--reps", "1", "--strategies",
+                                  "template-u64"]))
+    assert bench["strategies"] == feats["strategies"]
+    clear = json.loads(memmap_stores.zdlab(["clear", "bench", "--extents", "2M",
+                                  "--region", "2M", "--states", "hot",
+                                  "--reps", "1", "--methods",
+                                  "extent-stosq"]))
+    fault = json.loads(memmap_stores.zdlab(["clear", "fault", "--methods",
+                                  "page-stosq", "--touch", "4K", "--pool",
+                                  "2", "--reps", "1"]))
+    assert clear["clear_methods"] == fault["clear_methods"] == \
+        feats["clear_methods"]
+
+
+def test_the_kernels_clearing_methods_are_rows_of_their_kind():
+    """The clearing rule names upstream's method, 6.12's and the streaming
+    ones the kernel's clear_pages_stream() picks: each a row of the lab's
+    table of the kind it stands for."""
+    kind = {r["name"]: r["kind"] for r in memmap_stores.features()["clear_methods"]}
+    assert kind[clear_stores.UPSTREAM] == store_kinds.CACHED_EXTENT
+    assert kind[clear_stores.STOCK] == store_kinds.PER_PAGE
+    assert {kind[clear_stores.stream_method({"clzero": c})]
+            for c in (True, False)} == {store_kinds.STREAMING}
 
 
 # ---- the clearing rule (clear_stores.clear_choice) ---------------------------
@@ -402,11 +469,19 @@ def test_sweeps_fit_the_llc_and_name_the_issue_extents():
     assert tiny[tiny.index("--extents") + 1] == "2M"
 
 
+def row(name, kind, needs=None):
+    """One row of a table of `zdlab features`, supported here."""
+    return {"name": name, "kind": kind, "needs": needs, "supported": True}
+
+
 def fake_zdlab(args, sanitized=False, env=None):
     """Canned zdlab answers, enough for memmap_stores.run() to write its files."""
     if args[0] == "features":
         return json.dumps({"cpu": {"model": "fake", "family": 1,
                                    "model_id": 2, "llc_kb": 32768},
+                           "strategies": [row("template-u64", "cached")],
+                           "clear_methods": [row("extent-stosq",
+                                                 "cached-extent")],
                            "supported": ["template-u64"],
                            "clear_supported": ["extent-stosq"]})
     if args[0] == "bench":
@@ -446,6 +521,19 @@ def test_a_failing_plot_is_one_warning_and_keeps_the_results(
     assert len(warnings) == 2 and all("ValueError: no display" in w
                                       for w in warnings)
     assert "results:" in out
+
+
+def test_a_lab_run_records_the_tables_it_ran_with(tmp_path, monkeypatch):
+    """lab.json keeps the rows its runs were classified by, for whoever
+    reads it with another checkout's lab."""
+    monkeypatch.setattr(memmap_stores, "zdlab", fake_zdlab)
+    monkeypatch.setattr(memmap_stores, "plot", lambda *args: None)
+    monkeypatch.setattr(clear_stores, "plot", lambda *args: None)
+    memmap_stores.run(quick=True, out_root=tmp_path)
+    data = json.loads((tmp_path / "latest" / "lab.json").read_text())
+    feats = json.loads(fake_zdlab(["features"]))
+    assert data["strategies"] == feats["strategies"]
+    assert data["clear_methods"] == feats["clear_methods"]
 
 
 def test_a_second_lab_run_is_refused(tmp_path):

@@ -6,7 +6,7 @@ import pytest
 
 from zdinit import paths
 from zdinit.kernel import store_rule
-from zdinit.lab import memmap_stores
+from zdinit.lab import memmap_stores, store_kinds
 from zdinit.errors import UsageError, ZdinitError
 
 MiB = 1 << 20
@@ -93,7 +93,14 @@ def run(strategy, ns, state="cold", size=64 * MiB, threads=1, **extra):
 CPU = {"model": "test", "family": 1, "model_id": 2, "llc_kb": 32 << 10}
 
 
-def test_recommendation_flags_where_the_best_beats_the_rule_by_10_percent():
+@pytest.fixture(scope="module")
+def strategies():
+    """The lab's table of strategies, which classifies the runs."""
+    return memmap_stores.features()["strategies"]
+
+
+def test_recommendation_flags_where_the_best_beats_the_rule_by_10_percent(
+        strategies):
     runs = [run("movnti", 100), run("template-regs", 95),
             run("avx512-vmovntdq", 50),
             run("movnti", 100, state="hot"),
@@ -101,7 +108,7 @@ def test_recommendation_flags_where_the_best_beats_the_rule_by_10_percent():
             run("template-u64", 70, state="hot"),
             run("movnti", 10, size=MiB), run("template-u64", 30, size=MiB),
             run("slow", 1, size=MiB, threads=2)]
-    rule = memmap_stores.recommend(runs, CPU, 8)["rule"]
+    rule = memmap_stores.recommend(runs, CPU, 8, strategies)["rule"]
     by = {(p["state"], p["memmap_bytes"]): p for p in rule["points"]}
     cold, hot, small = by["cold", 64 * MiB], by["hot", 64 * MiB], \
         by["cold", MiB]
@@ -131,12 +138,12 @@ def test_recommendation_flags_where_the_best_beats_the_rule_by_10_percent():
     ("1G", {}, False, "movnti"),
 ])
 def test_recommendation_keeps_cached_copies_with_tail_reuse(
-        geometry, counts, reuse, strategy):
+        geometry, counts, reuse, strategy, strategies):
     """The lab's '2M-reuse' and '1G-reuse' layouts have vmemmap tail
     reuse (fewer struct pages written than pfns), '2M' and '1G' not."""
     runs = [run(s, ns, geometry=geometry, size=1600 * MiB, **counts)
             for s, ns in (("movnti", 200), ("template-regs", 100))]
-    point, = memmap_stores.recommend(runs, CPU, 2)["rule"]["points"]
+    point, = memmap_stores.recommend(runs, CPU, 2, strategies)["rule"]["points"]
     assert point["tail_reuse"] is reuse
     assert point["rule_strategy"] == strategy
     assert point["flagged"] is (strategy == "movnti")
@@ -151,17 +158,96 @@ def test_recommendation_keeps_cached_copies_with_tail_reuse(
     ([run("movnti", 1)], None, "records no CPU LLC size"),
     ([run("movnti", 1)], {"model": "x", "family": 6}, "no CPU LLC size"),
 ])
-def test_a_partial_lab_run_is_refused_in_one_line(runs, cpu, message):
+def test_a_partial_lab_run_is_refused_in_one_line(runs, cpu, message,
+                                                  strategies):
     with pytest.raises(ZdinitError) as err:
-        memmap_stores.recommend(runs, cpu, 4)
+        memmap_stores.recommend(runs, cpu, 4, strategies)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
-def test_an_unreadable_llc_is_assumed_not_refused():
+def test_an_unreadable_llc_is_assumed_not_refused(strategies):
     rule = memmap_stores.recommend([run("movnti", 1), run("template-regs", 2)],
-                         dict(CPU, llc_kb=0), 4)["rule"]
+                         dict(CPU, llc_kb=0), 4, strategies)["rule"]
     assert rule["llc_assumed"] and rule["stream_from_bytes"] == 32 * MiB
     assert "LLC unknown, so stream from 32M" in memmap_stores.rule_summary_lines(rule)[0]
+
+
+def listed(name, kind="streaming", needs="sse2"):
+    """A row of a table of `zdlab features`, supported here."""
+    return {"name": name, "kind": kind, "needs": needs, "supported": True}
+
+
+def zdlab_listing(extra):
+    """lab.zdlab, but its `features` list one strategy more, extra, which
+    no code of the harness names."""
+    real = memmap_stores.zdlab
+
+    def zdlab(args, sanitized=False, env=None):
+        out = real(args, sanitized, env)
+        if args != ["features"]:
+            return out
+        data = json.loads(out)
+        data["strategies"].append(extra)
+        return json.dumps(data)
+    return zdlab
+
+
+# A strategy of no lab, which the harness has never heard of.
+NEW = "avx10-vmovntdq"
+NEW_RUNS = [run("template-u64", 10), run("movnti", 12), run(NEW, 8)]
+
+
+def test_a_strategy_only_zdlab_lists_is_ranked(tmp_path, monkeypatch):
+    """A run from before zdlab recorded its table is read with this
+    checkout's `zdlab features`, and a streaming strategy only that
+    lists is ranked with the others."""
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"cpu": CPU, "geometry": "order0",
+                                "runs": NEW_RUNS}))
+    monkeypatch.setattr(memmap_stores, "zdlab", zdlab_listing(listed(NEW)))
+    cold = memmap_stores.recommend_file(path, 4)["stream_crossover"]["cold"]
+    assert cold["best_at_largest"] == NEW
+    assert cold["stream_wins_from_bytes"] == 64 * MiB
+
+
+def test_a_run_is_read_with_the_table_it_recorded(tmp_path, monkeypatch):
+    def no_zdlab(*args, **kwargs):
+        raise AssertionError("zdlab run for a run that records its table")
+    strategies = [listed("template-u64", "cached", None),
+                  listed("movnti"), listed(NEW, "cached", None)]
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"cpu": CPU, "strategies": strategies,
+                                "geometry": "order0", "runs": NEW_RUNS}))
+    monkeypatch.setattr(memmap_stores, "zdlab", no_zdlab)
+    cold = memmap_stores.recommend_file(path, 4)["stream_crossover"]["cold"]
+    # Cached in the table the run recorded: a cached copy wins there.
+    assert cold["best_at_largest"] == NEW
+    assert cold["stream_wins_from_bytes"] is None
+
+
+def test_a_strategy_no_table_lists_is_refused(tmp_path):
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"cpu": CPU, "geometry": "order0",
+                                "runs": NEW_RUNS}))
+    with pytest.raises(ZdinitError, match=f"the size sweep measured {NEW}, "
+                       "which no row of the lab's table lists"):
+        memmap_stores.recommend_file(path, 4)
+
+
+def test_a_kind_the_harness_does_not_know_is_refused(strategies):
+    with pytest.raises(ZdinitError, match="of kind 'write-combining'"):
+        memmap_stores.recommend(NEW_RUNS, CPU, 4, strategies + [
+            listed(NEW, "write-combining")])
+
+
+def test_the_kernels_stores_are_rows_of_the_kind_the_rule_takes(
+        strategies):
+    """The rule names the lab strategies that stand for the kernel's
+    stores: each is a row of the lab's table of the kind it stands for."""
+    kind = {r["name"]: r["kind"] for r in strategies}
+    assert kind[memmap_stores.KERNEL_STREAM] == store_kinds.STREAMING
+    assert {kind[s] for s in memmap_stores.KERNEL_CACHED + ("slow",)} == {
+        store_kinds.CACHED}
 
 
 def bench_text(runs):
@@ -186,7 +272,7 @@ def test_a_file_cut_off_mid_way_is_refused_unless_cut_off_is_known(tmp_path):
 
 
 def test_a_file_without_runs_is_refused(tmp_path):
-    path = tmp_path / "features.json"
+    path = tmp_path / "store_kinds.json"
     path.write_text(json.dumps({"cpu": CPU, "supported": []}))
     with pytest.raises(UsageError, match="has no list of runs"):
         memmap_stores.recommend_file(path, 4)

@@ -4,13 +4,10 @@ import json
 import pathlib
 import statistics
 
+from zdinit.lab import store_kinds
 from zdinit.results import stats
 from zdinit.errors import ZdinitError
 
-PER_PAGE = ("page-stosb", "page-stosq", "page-movq")
-CACHED_EXTENT = ("extent-stosb", "extent-stosq")
-STREAMING = ("clzero", "movnti", "sse2-movntdq", "avx2-vmovntdq",
-             "avx512-vmovntdq")
 UPSTREAM = "extent-stosb"       # clear_pages() with ERMS
 STOCK = "page-stosb"            # 6.12's clear_page_erms, 4 KB per call
 PAGE_4K = 4096
@@ -27,7 +24,7 @@ SATURATION = 0.9
 HUGEPAGES = pathlib.Path("/sys/kernel/mm/hugepages")
 # The recommendation reads the medians of the thread's CPU time, which stop
 # while it is descheduled: on a quiet machine they equal the wall-clock
-# ones (both are in lab.json), on a shared one they are what is left of
+# ones (both are in memmap_stores.json), on a shared one they are what is left of
 # the measurement.
 RATE = "cpu_gb_per_s"
 COST = "cpu_median_ns"
@@ -104,9 +101,10 @@ def hugetlb_pool(need, root=HUGEPAGES):
             (pool / "nr_hugepages").write_text(str(nr))
 
 
-def run(zdlab, quick, llc_bytes, say):
-    """Run the three sweeps with zdlab(args) -> JSON text; the "clear"
-    part of lab.json."""
+def run(zdlab, quick, llc_bytes, methods, say):
+    """Run the three sweeps with zdlab(args) -> JSON text, whose clearing
+    methods are the rows methods of the lab's table; the "clear" part of
+    memmap_stores.json."""
     bench, fault = [], {"runs": []}
     for name, args in sweeps(quick, llc_bytes).items():
         say(f"lab sweep '{name}'")
@@ -121,7 +119,7 @@ def run(zdlab, quick, llc_bytes, say):
             "fault": fault["runs"],
             "fault_setup": {k: v for k, v in fault.items()
                             if k not in ("runs", "cpu")},
-            "recommendation": recommend(bench),
+            "recommendation": recommend(bench, methods),
             "fault_summary": fault_summary(fault["runs"])}
 
 
@@ -134,16 +132,29 @@ def best_of(runs, names):
     return max(ok, key=lambda r: r[RATE]) if ok else None
 
 
-def recommend(bench_runs):
+def kinds_of(methods, runs):
+    """{kind: method names} of the rows methods of the lab's table, which
+    must list every method of runs."""
+    return store_kinds.names_by_kind(
+        methods, store_kinds.CLEAR_KINDS,
+        {r["method"] for r in runs if "method" in r}, "the clearing sweep")
+
+
+def recommend(bench_runs, methods):
     """Per backing and state: the batch size, the streaming threshold and
-    the issue's two ratios at 2 MB."""
+    the issue's two ratios at 2 MB, as the rows methods of the lab's
+    table the runs were measured with classify them."""
+    kinds = kinds_of(methods, bench_runs)
+    per_page = kinds[store_kinds.PER_PAGE]
+    cached = kinds[store_kinds.CACHED_EXTENT]
+    streaming = kinds[store_kinds.STREAMING]
     out = {}
     groups = sorted({(r["backing"], r["state"]) for r in measured(bench_runs)})
     for backing, state in groups:
         mine = [r for r in measured(bench_runs)
                 if (r["backing"], r["state"]) == (backing, state)]
         extents = sorted({r["extent_bytes"] for r in mine
-                          if r["method"] not in PER_PAGE})
+                          if r["method"] not in per_page})
         upstream = {r["extent_bytes"]: r[RATE] for r in mine
                     if r["method"] == UPSTREAM}
         rec = {"best_by_extent": {}, "batch_bytes": None,
@@ -157,17 +168,17 @@ def recommend(bench_runs):
         wins = {}
         for extent in extents:
             at = [r for r in mine if r["extent_bytes"] == extent]
-            win = best_of(at, CACHED_EXTENT + STREAMING)
+            win = best_of(at, cached + streaming)
             rec["best_by_extent"][str(extent)] = {
                 "method": win["method"], "gb_per_s": win[RATE]}
-            s, c = best_of(at, STREAMING), best_of(at, CACHED_EXTENT)
+            s, c = best_of(at, streaming), best_of(at, cached)
             if s and c:
                 wins[extent] = s[RATE] > c[RATE]
         rec["stream_wins_by_extent"] = {str(e): w for e, w in wins.items()}
         rec["stream_wins_from_bytes"] = min((e for e, w in wins.items() if w),
                                             default=None)
         at_2m = [r for r in mine if r["extent_bytes"] == HUGE_2M]
-        top = best_of(at_2m, CACHED_EXTENT + STREAMING)
+        top = best_of(at_2m, cached + streaming)
         stock = best_of([r for r in mine if r["extent_bytes"] == PAGE_4K],
                         (STOCK,))
         if top:
@@ -243,13 +254,13 @@ def clear_choice(run_bytes, l2, cpu):
 def clear_rule_points(bench_runs, cpu):
     """Per backing, state and extent measured: the rule's method against
     the faster of the two the kernel has (upstream's REP STOSB and
-    clear_pages_stream()), in CPU-time GB/s."""
+    clear_pages_stream()), in CPU-time GB/s.  No other method is read,
+    so no table of methods is needed."""
     l2 = l2_bytes(cpu)
     points, cells = [], {}
     for r in measured(bench_runs):
-        if r["method"] not in PER_PAGE:
-            cells.setdefault((r["backing"], r["state"], r["extent_bytes"]),
-                             {})[r["method"]] = r[RATE]
+        cells.setdefault((r["backing"], r["state"], r["extent_bytes"]),
+                         {})[r["method"]] = r[RATE]
     for (backing, state, extent), rates in sorted(cells.items()):
         kernel = {m: rates[m] for m in (UPSTREAM, stream_method(cpu))
                   if m in rates}
@@ -381,12 +392,15 @@ def fmt_opt(n):
     return "never (in the sizes measured)" if n is None else fmt_size(n)
 
 
-def plot(bench_runs, fault_runs, path):
+def plot(bench_runs, fault_runs, methods, path):
+    """methods: the rows of the lab's table the runs were measured with,
+    whose order gives each method its colour."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = PER_PAGE + CACHED_EXTENT + STREAMING
+    per_page = kinds_of(methods, bench_runs + fault_runs)[store_kinds.PER_PAGE]
+    names = [row["name"] for row in methods]
     color = {n: plt.cm.tab10(i % 10) for i, n in enumerate(names)}
     panels = [(s, [r for r in measured(bench_runs)
                    if r["backing"] == "anon-thp" and r["state"] == s])
@@ -397,7 +411,7 @@ def plot(bench_runs, fault_runs, path):
         for name in [n for n in names if n in {r["method"] for r in mine}]:
             pts = sorted((r["extent_bytes"], r[RATE])
                          for r in mine if r["method"] == name)
-            if name in PER_PAGE:
+            if name in per_page:
                 ax.axhline(pts[0][1], linestyle=":", color=color[name],
                            label=f"{name} (4K per call)")
                 continue

@@ -8,17 +8,13 @@ import re
 import subprocess
 
 from zdinit import paths, progress
-from zdinit.kernel import store_rule
-from zdinit.lab import clear_stores
-from zdinit.results import report
 from zdinit.checks import boot
+from zdinit.kernel import store_rule
+from zdinit.lab import clear_stores, store_kinds
+from zdinit.results import report
 from zdinit.errors import UsageError, ZdinitError
 
 VECTORS = paths.LAB / "vectors" / "linux-6.12-x86_64.txt"
-STREAMING = ("movnti", "sse2-movntdq", "avx2-vmovntdq", "avx512-vmovntdq",
-             "movdir64b")
-CACHED = ("slow", "template-u64", "template-memcpy", "template-reload",
-          "template-regs")
 # A thread count "saturates" a strategy when it reaches this share of the
 # strategy's best rate over all thread counts: the share below which
 # another thread is worth a kernel work item is a judgement, not a
@@ -47,7 +43,18 @@ def zdlab(args, sanitized=False, env=None):
 
 
 def features():
+    """The CPU, the lab's tables of strategies and clearing methods
+    (zdinit/lab/store_kinds.py), and the names of those this CPU runs."""
     return json.loads(zdlab(["features"]))
+
+
+def recorded_rows(data, table):
+    """The rows of the lab's table ("strategies" or "clear_methods") that
+    the run which wrote data recorded; this checkout's `zdlab features`
+    for a run from before zdlab recorded them (every committed run),
+    which store_kinds.names_by_kind() refuses where it lacks a store the
+    run measured."""
+    return data[table] if table in data else features()[table]
 
 
 # ---- test vectors -------------------------------------------------------
@@ -162,9 +169,14 @@ def wins_from(points):
     return start
 
 
-def stream_crossover(size_runs):
+def stream_crossover(size_runs, strategies):
     """Best strategy per state at the largest size, and where streaming
-    starts to beat every cached strategy."""
+    starts to beat every cached strategy, as the rows of the lab's table
+    of strategies the runs were measured with classify them."""
+    kinds = store_kinds.names_by_kind(
+        strategies, store_kinds.STRATEGY_KINDS,
+        {r["strategy"] for r in size_runs if "strategy" in r},
+        "the size sweep")
     out = {}
     for state in sorted({r["state"] for r in size_runs if "state" in r}):
         mine = [r for r in size_runs if r.get("state") == state]
@@ -173,7 +185,8 @@ def stream_crossover(size_runs):
         points = []
         for size in sizes:
             at = [r for r in mine if r["memmap_bytes"] == size]
-            s, c = best(at, STREAMING), best(at, CACHED)
+            s = best(at, kinds[store_kinds.STREAMING])
+            c = best(at, kinds[store_kinds.CACHED])
             winners[size] = (s or c)["strategy"] if not (s and c) else (
                 s["strategy"] if s["median_ns"] < c["median_ns"] else c["strategy"])
             if s and c:
@@ -339,20 +352,23 @@ def rule_report(runs, cpu, node_cpus):
             "unjudged": [list(k) for k in unjudged]}
 
 
-def recommend(runs, cpu, node_cpus):
+def recommend(runs, cpu, node_cpus, strategies):
     """What a lab run says: where streaming starts to win in the size
     sweep, and the store rule's choice at every point measured; one line
-    why not for a run it cannot be read from."""
+    why not for a run it cannot be read from.  strategies: the rows of
+    the lab's table the runs were measured with."""
     check_measured(runs, cpu)
     return {"stream_crossover": stream_crossover(
-                [r for r in runs if r.get("sweep", "size") == "size"]),
+                [r for r in runs if r.get("sweep", "size") == "size"],
+                strategies),
             "rule": rule_report(runs, cpu, node_cpus)}
 
 
 def recommend_file(path, node_cpus):
-    """recommend() of a lab.json or zdlab bench output."""
+    """recommend() of a memmap_stores.json or zdlab bench output."""
     data = load_bench(path)
-    return recommend(data["runs"], data.get("cpu"), node_cpus)
+    return recommend(data["runs"], data.get("cpu"), node_cpus,
+                     recorded_rows(data, "strategies"))
 
 
 def fmt_ms(ns):
@@ -427,7 +443,7 @@ def committed_files(root=paths.COMMITTED_RESULTS):
     `zdlab features`, which holds the CPU alone."""
     for path in sorted(root.glob("lab*/**/*.json")):
         name = path.relative_to(root).as_posix()
-        if path.name != "features.json":
+        if path.name != "store_kinds.json":
             yield name, load_bench(path, cut_off=name in CUT_OFF_RUNS)
 
 
@@ -444,7 +460,7 @@ def committed_memmap_runs(root=paths.COMMITTED_RESULTS):
 
 def committed_clear_runs(root=paths.COMMITTED_RESULTS):
     """{path under root: (cpu, bench runs)} of every committed clearing
-    bench: the "clear" part of a lab.json, or a `zdlab clear bench`."""
+    bench: the "clear" part of a memmap_stores.json, or a `zdlab clear bench`."""
     out = {}
     for name, data in committed_files(root):
         if "clear" in data:
@@ -805,7 +821,7 @@ def one_run_at_a_time(root):
 
 
 def plot_or_warn(name, draw):
-    """A plot is a view of lab.json: never lose the run over it."""
+    """A plot is a view of memmap_stores.json: never lose the run over it."""
     try:
         draw()
     except Exception as exc:
@@ -836,15 +852,18 @@ def run(quick=False, reserve_hugetlb=False, out_root=paths.RESULTS):
                     r.update(sweep=name, geometry=data["geometry"])
                 all_runs += data["runs"]
             clear = clear_stores.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
-                                  progress.say)
+                                  feats["clear_methods"], progress.say)
             clear["rule"] = clear_stores.clear_rule_points(clear["bench"],
                                                         feats["cpu"])
             size_runs = [r for r in all_runs if r["sweep"] == "size"]
-            rec = recommend(all_runs, feats["cpu"], nproc)
+            rec = recommend(all_runs, feats["cpu"], nproc,
+                            feats["strategies"])
             threads = [r for r in all_runs if r["sweep"] == "threads"
                        and "median_ns" in r]
             results = {"cpu": feats["cpu"], "supported": feats["supported"],
                        "clear_supported": feats["clear_supported"],
+                       "strategies": feats["strategies"],
+                       "clear_methods": feats["clear_methods"],
                        "quick": quick, "vectors": str(VECTORS.name),
                        "kernel_stream_min_bytes":
                            rec["rule"]["stream_from_bytes"],
@@ -864,7 +883,8 @@ def run(quick=False, reserve_hugetlb=False, out_root=paths.RESULTS):
             raise
         plot_or_warn("lab.png", lambda: plot(size_runs, partial / "lab.png"))
         plot_or_warn("lab-clear.png", lambda: clear_stores.plot(
-            clear["bench"], clear["fault"], partial / "lab-clear.png"))
+            clear["bench"], clear["fault"], feats["clear_methods"],
+            partial / "lab-clear.png"))
         final = report.publish(partial, final)
     lines = [text, "", f"CPU: {feats['cpu']['model']} (family "
              f"{feats['cpu']['family']}, model {feats['cpu']['model_id']}); "
