@@ -7,7 +7,7 @@ ZDINIT := $(PYTHON) -m zdinit
 # BASE=6.12 runs a target on the backport instead of the default base (7.3).
 BASE_OPTION := $(if $(BASE),--base $(BASE))
 
-.PHONY: setup bench bench-clear test test-full test-unit lab selftest safety check-series docs clean
+.PHONY: setup bench bench-clear test test-full test-unit lint lab selftest safety check-series docs clean
 
 setup:
 	$(ZDINIT) setup $(BASE_OPTION)
@@ -21,7 +21,7 @@ setup:
 bench:
 	$(ZDINIT) bench $(BASE_OPTION)
 
-# Unit tests, the lab's byte-equality and sanitizer tests, then the
+# Lint, the unit tests, the lab's byte-equality and sanitizer tests, then the
 # end-to-end tests.  The default base (7.3): every patch of its
 # ZONE_DEVICE and clear series applied and checkpatch'd, the ZONE_DEVICE
 # series built whole (its prefixes, arm64 and the clear series in
@@ -53,6 +53,11 @@ test-full:
 # Unit and lab tests alone: pytest and a C compiler, no kernel, no cache.
 test-unit:
 	$(ZDINIT) test --unit
+
+# pyflakes over every Python file and mypy (mypy.ini) over the harness;
+# every test selection runs it first.
+lint:
+	$(ZDINIT) lint
 
 # Huge-page clearing: stock vs the clear series of the base (7.3 by default).
 # Its 8 GiB of 2M and 1G pages need a 12.5 GiB guest: about 13.5 GiB of

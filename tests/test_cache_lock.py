@@ -142,10 +142,11 @@ def test_nothing_uses_the_cache_without_the_lock(scratch_cache, path):
 def test_unit_tests_need_no_cache_and_no_kernel_toolchain(holder,
                                                           monkeypatch):
     """make test-unit: pytest and a C compiler, no lock, no setup."""
-    from zdinit import cli, deps
+    from zdinit import cli, deps, lint
     asked = []
     ran = []
     monkeypatch.setattr(deps, "ensure_packages", asked.append)
+    monkeypatch.setattr(lint, "run", lambda install: None)
     monkeypatch.setattr(cli.subprocess, "run",
                         lambda cmd, **kw: ran.append((cmd, kw)) or
                         subprocess.CompletedProcess(cmd, 0))
@@ -159,10 +160,11 @@ def test_unit_tests_need_no_cache_and_no_kernel_toolchain(holder,
 def test_make_test_is_one_locked_run(holder, scratch_cache, monkeypatch):
     """make test: refused while another run holds the cache; when it runs,
     pytest inherits the lock."""
-    from zdinit import cli, deps
+    from zdinit import cli, deps, lint
     from zdinit.kernel import source
     monkeypatch.setattr(deps, "ensure_packages", lambda *a: None)
     monkeypatch.setattr(source, "pristine_tree", lambda base: None)
+    monkeypatch.setattr(lint, "run", lambda install: None)
     ran = []
     monkeypatch.setattr(cli.subprocess, "run",
                         lambda cmd, **kw: ran.append(kw) or

@@ -243,11 +243,11 @@ def test_unusable_cache_is_one_line(tmp_path):
                                   "base,,patched", "base,base", "Base"])
 def test_comma_list_refuses(text):
     with pytest.raises(argparse.ArgumentTypeError):
-        cli.comma_list("kernel", cli.KERNELS)(text)
+        cli.CommaList("kernel", cli.KERNELS)(text)
 
 
 def test_comma_list_keeps_order_and_strips_blanks():
-    parse = cli.comma_list("kernel", cli.KERNELS)
+    parse = cli.CommaList("kernel", cli.KERNELS)
     assert parse(" patched , base") == ["patched", "base"]
 
 
@@ -256,12 +256,12 @@ def test_comma_list_keeps_order_and_strips_blanks():
                                   "auto@1,auto@1"])
 def test_strategy_list_refuses(text):
     with pytest.raises(argparse.ArgumentTypeError):
-        cli.comma_list("strategy", cli.STRATEGIES,
+        cli.CommaList("strategy", cli.STRATEGIES,
                        scenarios.check_strategy)(text)
 
 
 def test_strategy_list_takes_thread_counts():
-    parse = cli.comma_list("strategy", cli.STRATEGIES,
+    parse = cli.CommaList("strategy", cli.STRATEGIES,
                            scenarios.check_strategy)
     assert parse("auto@1,auto,stream@64") == ["auto@1", "auto", "stream@64"]
     assert scenarios.strategy_name("auto@1") == "auto"

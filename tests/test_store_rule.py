@@ -272,7 +272,7 @@ def test_a_file_cut_off_mid_way_is_refused_unless_cut_off_is_known(tmp_path):
 
 
 def test_a_file_without_runs_is_refused(tmp_path):
-    path = tmp_path / "store_kinds.json"
+    path = tmp_path / "features.json"
     path.write_text(json.dumps({"cpu": CPU, "supported": []}))
     with pytest.raises(UsageError, match="has no list of runs"):
         memmap_stores.recommend_file(path, 4)

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from zdinit import cache, deps, paths, progress
+from zdinit import cache, deps, lint, paths, progress
 from zdinit.checks import clear_checks, memmap_equality, safety
 from zdinit.families import clearing, loop, registry, scenarios
 from zdinit.kernel import bases, build, cross, series, source, under_test
@@ -52,29 +52,35 @@ def one_of(what, choices, text):
     return text
 
 
-def comma_list(what, choices, check=None):
+class CommaList:
     """argparse type: a comma list of choices, at least one, none twice;
     with check, items are whatever check (one line why not, or None)
-    accepts."""
-    def parse(text):
+    accepts; with each, what each item becomes.  SingleValue knows an
+    option of this type by its class, to say how to give several."""
+
+    def __init__(self, what, choices, check=None, each=lambda item: item):
+        self.what, self.choices, self.check = what, choices, check
+        self.each = each
+
+    def __call__(self, text):
         items = [item.strip() for item in text.split(",")]
         if not any(items):
             raise argparse.ArgumentTypeError(
-                f"no {what} given; choose from " + ", ".join(choices))
+                f"no {self.what} given; choose from "
+                + ", ".join(self.choices))
         for item in items:
             if not item:
                 raise argparse.ArgumentTypeError(f"empty item in '{text}'")
-            why = check(item) if check else None
+            why = self.check(item) if self.check else None
             if why:
                 raise argparse.ArgumentTypeError(why)
-            if not check:
-                one_of(what, choices, item)
+            if not self.check:
+                one_of(self.what, self.choices, item)
             if items.count(item) > 1:
                 raise argparse.ArgumentTypeError(
-                    f"{what} '{item}' given twice")
-        return items
-    parse.comma_list = True     # for SingleValue's refusal
-    return parse
+                    f"{self.what} '{item}' given twice")
+        return [self.each(item) for item in items]
+
 
 
 def base_option(text):
@@ -85,13 +91,8 @@ def base_option(text):
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
-def base_list(text):
-    """argparse type: a comma list of kernel bases, none twice."""
-    return [base_option(name)
-            for name in comma_list("kernel base", tuple(bases.BASES))(text)]
-
-
-base_list.comma_list = True
+# A comma list of kernel bases, none twice.
+base_list = CommaList("kernel base", tuple(bases.BASES), each=base_option)
 
 
 def require_series(variants, base, contiguity=False):
@@ -368,8 +369,8 @@ def cmd_lab(args):
 
 
 # pytest -m of each selection: make test, make test-full, make test-unit.
-TEST_MARKERS = {"default": ["-m", "not full"], "full": [],
-                "unit": ["-m", "not e2e"]}
+TEST_MARKERS: dict[str, list[str]] = {
+    "default": ["-m", "not full"], "full": [], "unit": ["-m", "not e2e"]}
 
 
 def cmd_test(args):
@@ -379,18 +380,26 @@ def cmd_test(args):
     selection = "full" if args.full else "unit" if args.unit else "default"
     pytest = [sys.executable, "-m", "pytest", "-v",
               *TEST_MARKERS[selection], str(paths.TESTS)]
+    # The lint goes before any test: a finding fails the run in seconds.
     if args.unit:
         deps.ensure_packages(deps.UNIT_PACKAGES)
+        lint.run(install=False)
         rc = subprocess.run(pytest).returncode
     else:
         with cache.lock(args.command_line):
             deps.ensure_packages()
+            lint.run(install=False)
             for base in bases.BASES.values():
                 source.pristine_tree(base)
             rc = subprocess.run(pytest, pass_fds=cache.held_fds()).returncode
     if rc != 0:
         raise ZdinitError(f"the {selection} test selection failed (pytest "
                           f"exit {rc}; its summary is above)", exit_code=rc)
+
+
+def cmd_lint(args):
+    lint.run()
+    print("lint: pyflakes and mypy found nothing")
 
 
 def cmd_docs(args):
@@ -438,7 +447,7 @@ class SingleValue(argparse.Action):
                 raise argparse.ArgumentError(
                     self, "given more than once; give it once"
                     + (", with a comma list of them all"
-                       if getattr(self.type, "comma_list", False) else ""))
+                       if isinstance(self.type, CommaList) else ""))
             given.add(self.dest)
         setattr(namespace, self.dest, values)
 
@@ -464,7 +473,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 def add_clear_options(p, size):
     p.add_argument("--pages", default=",".join(scenarios.CLEAR.default_pages),
-                   type=comma_list("page size", tuple(scenarios.CLEAR_PAGES)),
+                   type=CommaList("page size", tuple(scenarios.CLEAR_PAGES)),
                    help="comma list of: " + ", ".join(scenarios.CLEAR_PAGES)
                    + " (default " + ",".join(scenarios.CLEAR.default_pages)
                    + ")")
@@ -474,7 +483,7 @@ def add_clear_options(p, size):
                    f"{scenarios.size_text(scenarios.MAX_SIZE)} (default "
                    f"{default_size})")
     p.add_argument("--preempt",
-                   type=comma_list("preemption model", scenarios.PREEMPT_MODELS),
+                   type=CommaList("preemption model", scenarios.PREEMPT_MODELS),
                    help="comma list of the models the base boots with ("
                    + "; ".join(f"{b.name}: {', '.join(b.preempt_models)}"
                                for b in bases.BASES.values())
@@ -516,14 +525,14 @@ def parser():
                    help="apply and checkpatch every patch, build no prefix "
                    "(--targets still builds the whole series)")
     c.add_argument("--targets",
-                   type=comma_list("target", (*cross.TARGETS, "none")),
+                   type=CommaList("target", (*cross.TARGETS, "none")),
                    help="comma list of where the whole ZONE_DEVICE series is "
                    "also built, each a kernel build of its own: " + "; ".join(
                        f"{name} ({t.what})" for name, t in cross.TARGETS.items())
                    + "; or none (default " + ",".join(cross.DEFAULT_TARGETS)
                    + ", none with --no-build)")
     c.add_argument("--series",
-                   type=comma_list("series", tuple(series.SERIES)),
+                   type=CommaList("series", tuple(series.SERIES)),
                    help="comma list of: " + ", ".join(series.SERIES)
                    + " (default: every "
                    "series of the base)")
@@ -536,12 +545,12 @@ def parser():
                        epilog="scenarios:\n" + "\n".join(
                            f"  {name:12} {sc.what}"
                            for name, sc in scenarios.SCENARIOS.items()))
-    r.add_argument("--kernels", type=comma_list("kernel", BENCH_KERNELS),
+    r.add_argument("--kernels", type=CommaList("kernel", BENCH_KERNELS),
                    help="comma list of: " + kernel_list(BENCH_KERNELS)
                    + " (default: those of " + ", ".join(BENCH_DEFAULT)
                    + " the base has)")
     r.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_BENCH),
-                   type=comma_list("scenario", tuple(scenarios.SCENARIOS)),
+                   type=CommaList("scenario", tuple(scenarios.SCENARIOS)),
                    help="comma list of: " + ", ".join(scenarios.SCENARIOS)
                    + " (default: " + ", ".join(scenarios.DEFAULT_BENCH) + ")")
     r.add_argument("--size", help="device size, e.g. 100G, "
@@ -551,13 +560,13 @@ def parser():
                    "offline/online cycles per zone for kmem and virtio-mem, "
                    f"1..{scenarios.MAX_N} (default 30; devprivate 10; kmem, "
                    "virtio-mem 5)")
-    r.add_argument("--align", type=comma_list("alignment",
+    r.add_argument("--align", type=CommaList("alignment",
                                               tuple(scenarios.ALIGNS)),
                    help="devdax alignments, comma list of: "
                    + ", ".join(scenarios.ALIGNS) + " (default: devdax-dev "
                    "2M, devdax-mem 2M,1G)")
     r.add_argument("--strategies",
-                   type=comma_list("strategy", STRATEGIES,
+                   type=CommaList("strategy", STRATEGIES,
                                    scenarios.check_strategy),
                    help="patched kernel strategies, NAME or NAME@THREADS "
                    f"(THREADS 1..{scenarios.MAX_THREADS}), "
@@ -598,7 +607,7 @@ def parser():
                     f"1..{scenarios.MAX_N} (default "
                     f"{scenarios.CLEAR.default_loops})")
     cb.add_argument("--kernels",
-                    type=comma_list("kernel", clearing.KERNELS),
+                    type=CommaList("kernel", clearing.KERNELS),
                     help="comma list of: " + ", ".join(clearing.KERNELS)
                     + ", each on every base (default: clear-base on every "
                     "base, clear on the last)")
@@ -639,9 +648,9 @@ def parser():
                     "needs for the run and restore them afterwards")
     lb.set_defaults(func=cmd_lab)
 
-    ts = sub.add_parser("test", help="the test suite (make test): unit "
-                        "tests, the lab's tests and the end-to-end tests, "
-                        "under the cache lock throughout")
+    ts = sub.add_parser("test", help="the test suite (make test): lint, "
+                        "unit tests, the lab's tests and the end-to-end "
+                        "tests, under the cache lock throughout")
     which = ts.add_mutually_exclusive_group()
     which.add_argument("--full", action="store_true", help="also the heavier "
                        "checks (make test-full): each prefix of 7.3's "
@@ -654,6 +663,11 @@ def parser():
     which.add_argument("--unit", action="store_true", help="unit and lab "
                        "tests only (make test-unit): no kernel, no cache")
     ts.set_defaults(func=cmd_test)
+
+    li = sub.add_parser("lint", help="pyflakes over the checkout's Python "
+                        "and mypy over the harness (make lint; make test "
+                        "runs it first)")
+    li.set_defaults(func=cmd_lint)
 
     dc = sub.add_parser("docs", help="render the results tables of "
                         "README.md and docs/ from the runs in docs/results/")
@@ -676,7 +690,7 @@ def _terminate(signum, frame):
 def join_dash_values(argv):
     """'--size -1G' as '--size=-1G', so that a value starting with '-' is
     refused for what it is, not with argparse's 'expected one argument'."""
-    out = []
+    out: list = []
     for arg in argv:
         if (out and re.fullmatch(r"--[a-z][a-z-]*", out[-1])
                 and re.match(r"-\d", arg)):

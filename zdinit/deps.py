@@ -23,6 +23,9 @@ PACKAGES = [
     # The KMSAN kernels (make test-full) build with clang.
     "clang",
 ]
+# make lint's linter and type checker (zdinit/lint.py); make test runs it.
+LINT_PACKAGES = ["python3-pyflakes", "python3-mypy"]
+PACKAGES += LINT_PACKAGES
 
 
 # The lab is native C; its plots are optional (offer_packages).
@@ -30,7 +33,8 @@ LAB_PACKAGES = ["gcc", "make", "libc6-dev"]
 PLOT_PACKAGES = ["python3-matplotlib"]
 # What the unit tests use: pytest, the lab (they build it, sanitized too)
 # and the report's plot.
-UNIT_PACKAGES = ["python3-pytest"] + LAB_PACKAGES + PLOT_PACKAGES
+UNIT_PACKAGES = (["python3-pytest"] + LAB_PACKAGES + PLOT_PACKAGES
+                 + LINT_PACKAGES)
 
 
 def missing_packages(packages=PACKAGES):

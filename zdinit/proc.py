@@ -35,14 +35,14 @@ def run_logged(cmd, log_path, label, env=None, cwd=None, tail_lines=15):
     started = time.monotonic()
     last = started
     lines = 0
-    tail = []
+    tail: list[str] = []
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True,
                                 env=env, cwd=cwd, errors="replace",
                                 preexec_fn=die_with_parent)
         try:
-            for line in proc.stdout:
+            for line in proc.stdout or ():
                 log.write(line)
                 lines += 1
                 tail = (tail + [line.rstrip()])[-tail_lines:]

@@ -30,7 +30,8 @@ def check_zero(spec, zero_rounds, kernel, base):
     """Every method on every preemption model, and once more on the first
     model with init_on_alloc/init_on_free: cleared pages read back 0."""
     targets, accel, _ = clearing.prepare(spec, [(base, kernel)])
-    models = [(preempt, ()) for preempt in spec.models(base)]
+    models: list[tuple[str, tuple[str, ...]]] = [
+        (preempt, ()) for preempt in spec.models(base)]
     models.append((spec.models(base)[0], INIT_ON_ALLOC_FREE))
 
     def zero_boot(item):
@@ -68,7 +69,7 @@ def selftest_outcomes(preempt, kernels, base):
     spec = scenarios.plan_clear(["2M"], SELFTEST_GUEST_SIZE, preempt=preempt,
                                 on_bases=[base])
     targets, accel, _ = clearing.prepare(spec, [(base, k) for k in kernels])
-    outcomes = {}
+    outcomes: dict = {}
     for preempt in spec.models(base):
         for target in targets:
             variant = target.kernel.variant

@@ -17,7 +17,7 @@ def check_resources(plan, variants):
     back.  plan: (family, spec) pairs; variants: the kernels' names."""
     for family, spec in plan:
         needs = {v: family.host_bytes(spec, v) for v in variants}
-        largest = max(needs, key=needs.get)
+        largest = max(needs, key=needs.__getitem__)
         what = family.describe(spec)
         if len(set(needs.values())) > 1:
             what += f" for kernel '{largest}'"
@@ -36,7 +36,7 @@ def run(plan, targets, rounds, accel, logs_dir, verify=False):
     line, a preemption model) boots every kernel that has it in turn.
 
     Returns {family name: samples}, in that family's collect() format."""
-    samples = {}
+    samples: dict = {}
     for family, spec in plan:
         mine = samples.setdefault(family.name, {})
         shares = split_rounds(spec.n, rounds)

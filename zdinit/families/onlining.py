@@ -214,7 +214,7 @@ BREAKDOWN_HEADER = (["scenario", "kernel", "online wall ms", "online_pages",
 def breakdown_rows(runs):
     """Per hotplug scenario/variant/kernel: the median ms of each part of
     onlining all blocks, with its share of the median wall time."""
-    medians = {}
+    medians: dict = {}
     for r in runs:
         if r.get("metric"):
             # Offlining has no strategy: its row is the kernel's own.

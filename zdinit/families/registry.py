@@ -11,11 +11,12 @@ protocol.Family describes:
 loop.py runs them; results/summary.py shows their records.
 """
 from zdinit.families import clearing, onlining, rebind, scenarios
+from zdinit.families.protocol import Family
 
-REBIND = rebind.REBIND
-ONLINING = onlining.ONLINING
-CLEARING = clearing.CLEARING
-FAMILIES = (REBIND, ONLINING, CLEARING)
+REBIND: Family = rebind.REBIND
+ONLINING: Family = onlining.ONLINING
+CLEARING: Family = clearing.CLEARING
+FAMILIES: tuple[Family, ...] = (REBIND, ONLINING, CLEARING)
 
 
 def of_spec(spec):

@@ -322,7 +322,7 @@ def plan_clear(pages=None, size=None, loops=None, preempt=None,
                     + ", ".join(base.preempt_models))
     sz = parse_size(size) if isinstance(size, str) else (size or CLEAR.default_size)
     shown = size if isinstance(size, str) else size_text(sz)
-    largest = max(pages, key=CLEAR_PAGES.get)
+    largest = max(pages, key=CLEAR_PAGES.__getitem__)
     if sz > MAX_SIZE:
         raise UsageError(f"clear: size {shown} is over the limit of "
                          f"{size_text(MAX_SIZE)}")

@@ -22,7 +22,7 @@ class Variant:
     number, so one entry serves every base whose series has them, however
     the base cuts it into parts."""
     fragments: tuple
-    series: str = None          # None: stock; else one of the base's
+    series: str | None = None   # None: stock; else one of the base's
                                 # stacks (bases.Base.stacks): "zone-device"
                                 # (ZONE_DEVICE and onlining) or "clear"
                                 # (huge-page clearing)

@@ -44,7 +44,7 @@ class Target:
     fragments: tuple
     # None: only the directories of the C files the series changes are
     # compiled; else the whole kernel is built and booted to run KUnit.
-    boot: Boot
+    boot: Boot | None
     what: str           # for --help
 
 

@@ -105,7 +105,7 @@ def prerequisite_lines(base_name, stack, part_name):
                                        "parallel"),
               end="")'
     """
-    before = []
+    before: list = []
     for part, patches in build.stack_parts(bases.get(base_name), stack):
         if part.name == part_name:
             return "".join(f"prerequisite-patch-id: {pid}\n"
@@ -161,7 +161,7 @@ def checked_stack(name, base):
     prerequisites as they are.  Refused in one line naming the part;
     cheap, so check-series runs it on every stack before it builds."""
     parts = list(build.stack_parts(base, name))
-    before = []     # each patch's id computed once, for every part after it
+    before: list = []     # each patch's id computed once, for every part after it
     for i, (part, patches) in enumerate(parts):
         cover = base.series_dir(part) / COVER_LETTER
         if not cover.is_file():

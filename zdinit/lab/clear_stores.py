@@ -105,7 +105,8 @@ def run(zdlab, quick, llc_bytes, methods, say):
     """Run the three sweeps with zdlab(args) -> JSON text, whose clearing
     methods are the rows methods of the lab's table; the "clear" part of
     memmap_stores.json."""
-    bench, fault = [], {"runs": []}
+    bench: list = []
+    fault: dict = {"runs": []}
     for name, args in sweeps(quick, llc_bytes).items():
         say(f"lab sweep '{name}'")
         data = json.loads(zdlab(args))
@@ -148,7 +149,7 @@ def recommend(bench_runs, methods):
     per_page = kinds[store_kinds.PER_PAGE]
     cached = kinds[store_kinds.CACHED_EXTENT]
     streaming = kinds[store_kinds.STREAMING]
-    out = {}
+    out: dict = {}
     groups = sorted({(r["backing"], r["state"]) for r in measured(bench_runs)})
     for backing, state in groups:
         mine = [r for r in measured(bench_runs)
@@ -157,7 +158,7 @@ def recommend(bench_runs, methods):
                           if r["method"] not in per_page})
         upstream = {r["extent_bytes"]: r[RATE] for r in mine
                     if r["method"] == UPSTREAM}
-        rec = {"best_by_extent": {}, "batch_bytes": None,
+        rec: dict = {"best_by_extent": {}, "batch_bytes": None,
                "stream_wins_from_bytes": None}
         if upstream:
             top = max(upstream.values())
@@ -257,7 +258,8 @@ def clear_rule_points(bench_runs, cpu):
     clear_pages_stream()), in CPU-time GB/s.  No other method is read,
     so no table of methods is needed."""
     l2 = l2_bytes(cpu)
-    points, cells = [], {}
+    points: list = []
+    cells: dict = {}
     for r in measured(bench_runs):
         cells.setdefault((r["backing"], r["state"], r["extent_bytes"]),
                          {})[r["method"]] = r[RATE]
@@ -267,7 +269,7 @@ def clear_rule_points(bench_runs, cpu):
         mine = clear_choice(extent, l2, cpu)
         if mine not in kernel or len(kernel) < 2:
             continue
-        top = max(kernel, key=kernel.get)
+        top = max(kernel, key=kernel.__getitem__)
         points.append({
             "backing": backing, "state": state, "extent_bytes": extent,
             "rule": mine, "rule_gb_per_s": kernel[mine],
@@ -296,13 +298,13 @@ def clear_rule_lines(points, cpu):
 def fault_summary(fault_runs):
     """For each access and size touched: the fastest method and order,
     and what the neighbourhood rule changes for each method."""
-    cells = {}
+    cells: dict = {}
     for r in measured(fault_runs):
         cells.setdefault((r["access"], r["touch_bytes"]), []).append(r)
-    out = {}
+    out: dict = {}
     for (access, touched), rows in sorted(cells.items()):
         win = min(rows, key=lambda r: r[COST])
-        by_method = {}
+        by_method: dict = {}
         for r in rows:
             by_method.setdefault(r["method"], {})[r["order"]] = r[COST]
         out.setdefault(access, {})[str(touched)] = {

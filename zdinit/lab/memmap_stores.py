@@ -61,7 +61,8 @@ def recorded_rows(data, table):
 
 def dumps_of(step):
     """{page index: bytes} and the head address from one module dump."""
-    pages, head, size = {}, None, None
+    pages: dict = {}
+    head, size = None, None
     for line in step.kmsg:
         m = DUMP_HEAD.search(line)
         if m:
@@ -111,7 +112,8 @@ def capture_vectors(target, accel):
         ram_mb=1024, timeout_s=600), accel).steps
     if len(steps) != 3:
         raise ZdinitError(f"expected 3 dumps, the guest ran {len(steps)}")
-    text = vectors_text(*(dumps_of(s) for s in steps),
+    order0, compound_2m, compound_1g = (dumps_of(s) for s in steps)
+    text = vectors_text(order0, compound_2m, compound_1g,
                         release=target.kernel.release)
     VECTORS.parent.mkdir(exist_ok=True)
     tmp = VECTORS.with_suffix(".tmp")
@@ -177,7 +179,7 @@ def stream_crossover(size_runs, strategies):
         strategies, store_kinds.STRATEGY_KINDS,
         {r["strategy"] for r in size_runs if "strategy" in r},
         "the size sweep")
-    out = {}
+    out: dict = {}
     for state in sorted({r["state"] for r in size_runs if "state" in r}):
         mine = [r for r in size_runs if r.get("state") == state]
         sizes = sorted({r["memmap_bytes"] for r in mine})
@@ -310,7 +312,7 @@ def rule_point(key, medians, llc_bytes, node_cpus, rule=store_rule.choose,
     mine = rule_stand_in(choice, medians)
     kernel = {s: medians[s] for s in (KERNEL_STREAM, cached, "slow")
               if s in medians}
-    kernel_best = min(kernel, key=kernel.get)
+    kernel_best = min(kernel, key=kernel.__getitem__)
     best_any = min(medians, key=medians.get)
     return {"sweep": sweep, "geometry": geometry, "backing": backing,
             "state": state, "memmap_bytes": size, "threads": threads,
@@ -326,14 +328,16 @@ def rule_point(key, medians, llc_bytes, node_cpus, rule=store_rule.choose,
 def rule_points(runs, llc_bytes, node_cpus, rule=store_rule.choose):
     """rule_point() at every point measured, and the points it could not
     judge."""
-    cells, reuse = {}, {}
+    cells: dict = {}
+    reuse: dict = {}
     for r in runs:
         if "median_ns" in r:
             key = point_key(r)
             cells.setdefault(key, {})[r["strategy"]] = r["median_ns"]
             if reuse.setdefault(key, tail_reuse(r)) != tail_reuse(r):
                 raise ZdinitError(f"runs of {key} differ in tail reuse")
-    points, unjudged = [], []
+    points: list = []
+    unjudged: list = []
     for key, medians in sorted(cells.items()):
         p = rule_point(key, medians, llc_bytes, node_cpus, rule, reuse[key])
         (points if p else unjudged).append(p or key)
@@ -443,14 +447,14 @@ def committed_files(root=paths.COMMITTED_RESULTS):
     `zdlab features`, which holds the CPU alone."""
     for path in sorted(root.glob("lab*/**/*.json")):
         name = path.relative_to(root).as_posix()
-        if path.name != "store_kinds.json":
+        if path.name != "features.json":
             yield name, load_bench(path, cut_off=name in CUT_OFF_RUNS)
 
 
 def committed_memmap_runs(root=paths.COMMITTED_RESULTS):
     """{path under root: zdlab bench} of every committed lab run with
     memmap stores."""
-    out = {}
+    out: dict = {}
     for name, data in committed_files(root):
         if any("strategy" in r for r in data["runs"]):
             check_measured(data["runs"], data.get("cpu"), name)
@@ -461,7 +465,7 @@ def committed_memmap_runs(root=paths.COMMITTED_RESULTS):
 def committed_clear_runs(root=paths.COMMITTED_RESULTS):
     """{path under root: (cpu, bench runs)} of every committed clearing
     bench: the "clear" part of a memmap_stores.json, or a `zdlab clear bench`."""
-    out = {}
+    out: dict = {}
     for name, data in committed_files(root):
         if "clear" in data:
             out[name] = (data["cpu"], data["clear"]["bench"])
@@ -473,7 +477,7 @@ def committed_clear_runs(root=paths.COMMITTED_RESULTS):
 def node_cpus_by_cpu(runs_by_file):
     """The CPUs each machine had, as the most threads its runs used (the
     lab's threads sweep runs to every CPU; zdlab records no CPU count)."""
-    out = {}
+    out: dict = {}
     for data in runs_by_file.values():
         name = cpu_name(data["cpu"])
         most = max((r.get("threads", 1) for r in data["runs"]), default=1)
@@ -486,7 +490,8 @@ def committed_rule_points(runs_by_file=None, rule=store_rule.choose):
     and [(file, key)] of those that cannot be judged."""
     runs_by_file = runs_by_file or committed_memmap_runs()
     cpus = node_cpus_by_cpu(runs_by_file)
-    points, unjudged = [], []
+    points: list = []
+    unjudged: list = []
     for name, data in runs_by_file.items():
         cpu = cpu_name(data["cpu"])
         mine, left = rule_points(data["runs"], data["cpu"]["llc_kb"] << 10,
@@ -660,7 +665,7 @@ def markdown(rows):
 def fastest(medians, names=None):
     """'strategy xN ms' of the fastest of names (all if None)."""
     mine = {k: v for k, v in medians.items() if names is None or k[0] in names}
-    (strategy, t) = min(mine, key=mine.get)
+    (strategy, t) = min(mine, key=mine.__getitem__)
     return f"{strategy} x{t} {fmt_ms(mine[strategy, t])}"
 
 
@@ -670,7 +675,7 @@ STATE_ORDER = {"cold": 0, "hot": 1, "rewrite": 2}
 def bind_cells(data):
     """{(bind bytes, state, sweep): {(strategy, threads): median ns}} of
     one run's order-0 THP points at the BINDS sizes, cold first."""
-    cells = {}
+    cells: dict = {}
     for r in data["runs"]:
         if ("median_ns" in r and r["geometry"] == "order0"
                 and r["backing"] == "anon-thp"
@@ -908,7 +913,7 @@ def run(quick=False, reserve_hugetlb=False, out_root=paths.RESULTS):
 def threads_to_saturate(runs):
     """Per strategy, the fewest threads that reach SATURATED of its best
     rate over the thread counts measured."""
-    out = {}
+    out: dict = {}
     for name in sorted({r["strategy"] for r in runs}):
         by = {r["threads"]: r["gb_per_s"] for r in runs if r["strategy"] == name}
         best = max(by.values())
@@ -917,7 +922,7 @@ def threads_to_saturate(runs):
 
 
 def thread_scaling(runs):
-    out = {}
+    out: dict = {}
     for name in sorted({r["strategy"] for r in runs}):
         by = {r["threads"]: r["gb_per_s"] for r in runs if r["strategy"] == name}
         if 1 in by:

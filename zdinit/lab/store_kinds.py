@@ -22,7 +22,7 @@ def names_by_kind(rows, kinds, used, where):
     has a kind this reader would ignore) or a name in used (the stores a
     run measured) is in no row: a run read with another table than its
     own, whose store was renamed or removed since."""
-    out = {kind: () for kind in kinds}
+    out: dict[str, tuple] = {kind: () for kind in kinds}
     for row in rows:
         if row["kind"] not in out:
             raise ZdinitError(f"{where}: the lab's {row['name']} is of kind "

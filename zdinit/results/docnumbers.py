@@ -85,7 +85,7 @@ class Quantity:
     values: list         # each number in the kind's base unit
     ulps: list           # each number's last written digit, same unit
     unit: str = ""       # the unit word as written
-    mark: str = None     # the arithmetic mark's expression, if any
+    mark: str | None = None  # the arithmetic mark's expression, if any
 
 
 @dataclasses.dataclass
@@ -186,7 +186,9 @@ def blocks(page):
     name = str(page.relative_to(paths.ROOT)) if page.is_relative_to(paths.ROOT) \
         else page.name
     lines, table_runs = _prose_lines(page.read_text())
-    sections, current, start = [], [], 0
+    sections: list = []
+    current: list = []
+    start = 0
     for i, line in enumerate(lines + ["# end"]):
         if line.startswith("#"):
             sections.append((start, current))
@@ -198,7 +200,7 @@ def blocks(page):
     out = []
     for first, section in sections:
         runs = [table_runs[i] for i, line in section if line is None]
-        pieces = []
+        pieces: list = []
         for i, line in section:
             if line is None or not line.strip():
                 pieces.append(None)

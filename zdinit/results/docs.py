@@ -54,6 +54,8 @@ def _run_script(results, run_dir):
     prints markdown), for views the general report does not have."""
     spec = importlib.util.spec_from_file_location(
         f"table_{run_dir.name}", run_dir / "table.py")
+    if spec is None or spec.loader is None:
+        raise ZdinitError(f"{run_dir / 'table.py'}: not a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = io.StringIO()
@@ -265,7 +267,7 @@ def parse_spec(spec):
     if kind not in RENDERERS:
         raise UsageError(f"unknown kind '{kind}'; choose from "
                          + ", ".join(RENDERERS))
-    parsed = {"columns": None, "where": [], "part": 1}
+    parsed: dict = {"columns": None, "where": [], "part": 1}
     for option in options:
         name, sep, value = option.partition(":")
         name, value = name.strip(), value.strip()
@@ -290,7 +292,7 @@ def parse_spec(spec):
 
 def unique(header):
     """The header with repeated names numbered: 'N', 'N #2', ..."""
-    seen = {}
+    seen: dict[str, int] = {}
     out = []
     for name in header:
         seen[name] = seen.get(name, 0) + 1

@@ -99,7 +99,7 @@ def boot(kernel, initrd, params, accel, ram_mb=1024, nvdimms=(),
     timer.start()
     try:
         last = started
-        for line in qemu.stdout:
+        for line in qemu.stdout or ():
             line = line.rstrip("\r\n")
             lines.append(line)
             if log:
@@ -201,7 +201,7 @@ def map_checks(fn, items, guest_bytes):
             futures, return_when=concurrent.futures.FIRST_EXCEPTION)
         failed = [f for f in futures if f in done and f.exception()]
         if failed:
-            raise failed[0].exception()
+            raise failed[0].exception() or AssertionError("no exception")
         return [f.result() for f in futures]
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
@@ -211,7 +211,7 @@ def map_checks(fn, items, guest_bytes):
 
 # QEMU processes of running boot() calls, so that map_checks() can stop the
 # guests of other threads.
-_guests = set()
+_guests: set[subprocess.Popen] = set()
 _guests_lock = threading.Lock()
 
 
@@ -287,4 +287,5 @@ class SparseImage:
         return self
 
     def __exit__(self, *exc):
-        self.path.unlink(missing_ok=True)
+        if self.path:
+            self.path.unlink(missing_ok=True)

@@ -7,7 +7,7 @@ import sys
 from zdinit import cli
 from zdinit.checks import memmap_equality
 from zdinit.kernel import build
-from zdinit.vm import console, qemu
+from zdinit.vm import qemu
 from zdinit.errors import ZdinitError
 
 build.VARIANTS["tmpl-mutant"] = (["zdinit", "series"],

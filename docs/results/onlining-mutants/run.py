@@ -14,10 +14,9 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from zdinit import cache, cli
-from zdinit.checks import memmap_equality, safety
-from zdinit.kernel import bases, build
-from zdinit.vm import qemu  # noqa: E402
+from zdinit import cache, cli  # noqa: E402
+from zdinit.checks import memmap_equality, safety  # noqa: E402
+from zdinit.kernel import bases, build, under_test  # noqa: E402
 from zdinit.errors import ZdinitError  # noqa: E402
 
 BASE = bases.get("7.3")
@@ -48,12 +47,12 @@ def main():
     with cache.lock("docs/results/onlining-mutants/run.py"), \
             tempfile.TemporaryDirectory(prefix="zdinit-mutants-") as tmp:
         logs = pathlib.Path(tmp)
-        stock = cli.prepare_target("base", BASE, ("auto",))
-        accel, _ = qemu.choose_accel(stock.kernel, stock.initrd)
+        (stock,), accel, _ = under_test.prepare(
+            [cli.wanted("base", BASE, ("auto",))])
         stock_rows = safety.run_job(JOB, stock, accel, logs)
         for name in build.ONLINING_MUTANTS:
-            target = cli.prepare_target(f"onlining-{name}", BASE,
-                                        memmap_equality.HOTPLUG_STRATEGIES)
+            target = under_test.build(**cli.wanted(
+                f"onlining-{name}", BASE, memmap_equality.HOTPLUG_STRATEGIES))
             out[name] = {
                 "selftests": selftests_row(stock_rows, target, accel, logs),
                 "equality": equality_row(target, accel, logs)}
