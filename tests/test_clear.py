@@ -45,7 +45,7 @@ M = 1 << 20
     (["clear", "--kernels", "clear,patched"], "unknown kernel 'patched'"),
     (["clear", "--rounds", "0"], "--rounds must be 1..100"),
     (["clear-check", "--pages", "512K"], "unknown page size '512K'"),
-    (["clear-check", "--kernel", "clear-base"], "unknown kernel 'clear-base'"),
+    (["clear-check", "--kernel", "clear-base"], "unknown kernel 'clear-stock'"),
     (["check-series", "--series", "linux-6.13"], "unknown series 'linux-6.13'"),
     (["check-series", "--base", "6.13"], "unknown kernel base '6.13'; "
      "choose from 6.12, 7.3"),
@@ -177,8 +177,8 @@ def test_vs_base_is_the_ratio_of_the_medians_shown():
 def test_default_kernels_are_stock_on_every_base_and_ours_on_the_last():
     b612, b73 = bases.BASES["6.12"], bases.BASES["7.3"]
     assert clearing.kernel_pairs(None, [b612, b73]) == [
-        (b612, "clear-base"), (b73, "clear-base"), (b73, "clear")]
-    assert clearing.kernel_pairs(None, [b73]) == [(b73, "clear-base"),
+        (b612, "clear-stock"), (b73, "clear-stock"), (b73, "clear")]
+    assert clearing.kernel_pairs(None, [b73]) == [(b73, "clear-stock"),
                                                (b73, "clear")]
     assert clearing.kernel_pairs(["clear"], [b612, b73]) == [
         (b612, "clear"), (b73, "clear")]
@@ -368,7 +368,7 @@ def test_recording_one_model_keeps_the_others(monkeypatch, tmp_path):
     record.write_text(json.dumps({"6.12": {"none": {"t": ["0", "a", ""]},
                                            "full": {"t": ["0", "b", ""]}},
                                   "7.3": {"full": {"t": ["0", "d", ""]}}}))
-    live = {"full": {"clear-base": {"t": ["1", "c", ""]},
+    live = {"full": {"clear-stock": {"t": ["1", "c", ""]},
                      "clear": {"t": ["1", "c", ""]}}}
     monkeypatch.setattr(clear_checks, "selftest_outcomes", lambda preempt, k, b: live)
     monkeypatch.setattr(initramfs, "HUGE_SELFTESTS", ("t",))

@@ -88,10 +88,10 @@ def run_zdinit(cache, *args, **env):
      "--align sets the alignments of devdax-dev, devdax-mem only, not kmem, "
      "fsdax-mem"),
     (["bench", "--kernels", "base", "--strategies", "auto"],
-     "--strategies chooses the series' memmap strategies, which kernel base "
+     "--strategies chooses the series' memmap strategies, which kernel stock "
      "does not have: add patched to --kernels or leave out --strategies"),
     (["bench", "--scenarios", "kmem", "--kernels", "base,hotplug-base",
-      "--strategies", "template"], "which kernels base, hotplug-base do "
+      "--strategies", "template"], "which kernels stock, hotplug-stock do "
      "not have"),
     (["bench", "--kernels", ","], "argument --kernels: no kernel given"),
     (["bench", "--kernels", ""], "argument --kernels: no kernel given"),
@@ -248,7 +248,7 @@ def test_comma_list_refuses(text):
 
 def test_comma_list_keeps_order_and_strips_blanks():
     parse = cli.CommaList("kernel", cli.KERNELS)
-    assert parse(" patched , base") == ["patched", "base"]
+    assert parse(" patched , stock") == ["patched", "stock"]
 
 
 @pytest.mark.parametrize("text", ["auto@", "auto@0", "auto@65", "auto@x",

@@ -47,7 +47,7 @@ def test_the_onlining_kernels_count_on_every_base():
 
 
 def test_the_check_is_the_last_patch_and_a_config_of_each_hotplug_kernel():
-    for variant in ("hotplug-base", "patched"):
+    for variant in ("hotplug-stock", "patched"):
         plain = build.variant_patches(variant, BASE)
         checked = build.variant_patches(variant, BASE, contiguity=True)
         assert checked == plain + [CHECK]

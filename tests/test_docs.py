@@ -96,10 +96,15 @@ def reference():
 
 
 def subcommands():
+    """{name: parser} of every subcommand by its name, not its aliases."""
     parser = cli.parser()
     action = next(a for a in parser._actions
                   if a.__class__.__name__ == "_SubParsersAction")
-    return action.choices
+    named = {}
+    for name, sub in action.choices.items():
+        if sub not in named.values():
+            named[name] = sub
+    return named
 
 
 def make_targets():

@@ -135,10 +135,10 @@ def test_every_prefix_builds_where_make_test_does_not(base, name):
 @pytest.mark.full
 @pytest.mark.parametrize("base", ["7.3", "6.12"])
 def test_zone_contiguity_agrees_with_the_walk_on_the_hotplug_kernels(base):
-    """The check patch applies to and builds on hotplug-base (one more
+    """The check patch applies to and builds on hotplug-stock (one more
     kernel build), which counts; every zone's flag after every step, a
     failed online among them, is what the walk finds."""
-    zdinit("bench", "--base", base, "--kernels", "hotplug-base",
+    zdinit("bench", "--base", base, "--kernels", "hotplug-stock",
            "--scenarios",
            "kmem,virtio-mem", "--size", "1G", "--n", "1", "--rounds", "1",
            "--contiguity")
@@ -146,7 +146,7 @@ def test_zone_contiguity_agrees_with_the_walk_on_the_hotplug_kernels(base):
 
 @pytest.fixture(scope="module")
 def small_bench():
-    zdinit("bench", "--kernels", "base,patched", "--size", "4G", "--n", "3",
+    zdinit("bench", "--kernels", "stock,patched", "--size", "4G", "--n", "3",
            "--rounds", "1", "--strategies", "auto,slow,template,stream")
     latest = ROOT / "results" / "latest"
     return json.loads((latest / "results.json").read_text()), latest
@@ -160,14 +160,14 @@ def test_bench_covers_every_scenario_on_both_kernels(small_bench):
         sc = scenarios.SCENARIOS[name]
         for align in sc.default_aligns:
             key = (name, align or None)
-            assert key + ("base", "default") in seen
+            assert key + ("stock", "default") in seen
             for strategy in ("auto", "slow", "template", "stream"):
                 assert key + ("patched", strategy) in seen
     for r in results["runs"]:
         assert r["n"] == 3 and len(r["samples_ms"]) == 3
         # Stock kernels count whole jiffies: a 1G-aligned map=mem range of
         # 4G writes 512 struct pages and reads 0 ms there.
-        assert r["median_ms"] > 0 or r["kernel"] == "base"
+        assert r["median_ms"] > 0 or r["kernel"] == "stock"
     assert (latest / "summary.md").exists() and (latest / "bench.png").exists()
     assert results["env"]["accel"] in ("kvm", "tcg")
 
@@ -184,7 +184,7 @@ def test_page_counts_follow_the_geometry(small_bench):
             assert size_pages // 64 <= reserve <= size_pages // 64 + 1024, r
         else:
             assert pages == size_pages, r
-        if r["kernel"] == "base":
+        if r["kernel"] == "stock":
             assert written is None      # stock does not report it
         elif r["scenario"] == "devdax-mem":
             per = 512 if r["align"] == "2M" else 262144
@@ -291,7 +291,7 @@ def test_the_onlined_memory_check_catches_a_broken_onlining_path(mutant,
 
 
 def test_guest_failure_reports_the_log_tail(tmp_path):
-    kernel = build.build("base", bases.BASES[HOME])
+    kernel = build.build("stock", bases.BASES[HOME])
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
     with pytest.raises(ZdinitError) as err:
         qemu.boot(kernel, initrd, {"scenario": "no-such-scenario"}, "tcg",
@@ -305,7 +305,7 @@ def test_guest_failure_reports_the_log_tail(tmp_path):
 def test_base_kernel_has_no_strategy_knob(tmp_path):
     """Selecting a strategy on a stock kernel fails cleanly, naming the
     cause."""
-    kernel = build.build("base", bases.BASES[HOME])
+    kernel = build.build("stock", bases.BASES[HOME])
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
     with qemu.SparseImage(2 * G, 64 << 20, "knob") as img:
         with pytest.raises(ZdinitError, match="no /sys/kernel/debug/zone_device_memmap"):
@@ -322,12 +322,12 @@ def test_a_second_run_is_refused_while_this_one_builds(tmp_path):
     shims = tmp_path / "bin"
     shims.mkdir()
     probe = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(sys.executable)}"
-             f" -m zdinit build base; echo exit $?")
+             f" -m zdinit build stock; echo exit $?")
     (shims / "make").write_text(
         f"#!/bin/sh\n[ -e {second} ] || ({probe}) > {second} 2>&1\n"
         f'exec {shlex.quote(shutil.which("make"))} "$@"\n')
     (shims / "make").chmod(0o755)
-    zdinit("build", "base",
+    zdinit("build", "stock",
            env=dict(os.environ, PATH=f"{shims}:{os.environ['PATH']}"))
     holder = (cache.require_lock() / "lock").read_text().strip()
     assert holder.startswith("PID ")
@@ -346,7 +346,7 @@ def test_safety_checks_pass_on_both_kernels():
                   "odd-geometry", "ndctl-subsection", "ndctl-align",
                   "ndctl-mode-cycle", "ndctl-reconfigure",
                   "kselftest-dax-kmem", "kselftest-mem-on-off"):
-        assert (check, "base") in names and (check, "patched") in names
+        assert (check, "stock") in names and (check, "patched") in names
     used = {r["used"] for r in rows if r["check"] == "devdax-integrity"
             and r["kernel"] == "patched"}
     assert used == {"slow", "template", "stream"}
@@ -389,11 +389,11 @@ def test_stock_selftest_record_is_what_stock_does():
     """Boot stock and the series on both models: the series matches stock,
     and stock still gives the outcomes make test compares against."""
     outcomes = clear_checks.selftest_outcomes(["none", "full"],
-                                       ["clear-base", "clear"], CLEAR_BASE)
+                                       ["clear-stock", "clear"], CLEAR_BASE)
     record = json.loads(clear_checks.STOCK_SELFTESTS.read_text())[CLEAR_BASE.name]
     for model, outcome in outcomes.items():
         clear_checks.same_selftest_outcomes(outcome, model)
-        assert outcome["clear-base"] == record[model], (model, outcome)
+        assert outcome["clear-stock"] == record[model], (model, outcome)
 
 
 @pytest.mark.full
@@ -448,7 +448,7 @@ def test_clear_bench_across_bases_with_perf():
     seen = {(r["base"], r["kernel"], r["method"], r["page"])
             for r in results["runs"]}
     assert seen == {(b, k, m, page) for b, k, m in (
-        ("6.12", "clear-base", "default"), ("7.3", "clear-base", "default"),
+        ("6.12", "clear-stock", "default"), ("7.3", "clear-stock", "default"),
         ("7.3", "clear", "cached"), ("7.3", "clear", "stream"))
         for page in ("2M", "1G")}
     for r in results["runs"]:
@@ -468,11 +468,11 @@ def test_clear_bench_covers_both_kernels_and_methods():
     results = json.loads((ROOT / "results/latest/results.json").read_text())
     seen = {(r["page"], r["kernel"], r["method"]) for r in results["runs"]}
     for page in ("2M", "1G"):
-        assert {(page, "clear-base", "default"), (page, "clear", "cached"),
+        assert {(page, "clear-stock", "default"), (page, "clear", "cached"),
                 (page, "clear", "stream")} <= seen
     for r in results["runs"]:
         assert r["n"] == 2 and r["median_gbps"] > 0 and r["max_wait_ms"] > 0
-        assert (r["kernel"] == "clear-base") == ("vs_base" not in r)
+        assert (r["kernel"] == "clear-stock") == ("vs_base" not in r)
 
 
 @pytest.mark.full

@@ -361,7 +361,7 @@ def test_hotplug_base_is_stock_plus_the_timing_patch_and_the_count():
             base, "zone-device")] == []
         assert [w for w, p in zip(wanted, patches) if w in p.name] == \
             list(wanted) and len(patches) == len(wanted), patches
-    assert build.VARIANTS["hotplug-base"].fragments == ("zdinit",)
+    assert build.VARIANTS["hotplug-stock"].fragments == ("zdinit",)
 
     def times(variant, base=BASE):
         return onlining.times_onlining(

@@ -120,7 +120,7 @@ def test_every_selftest_check_the_guest_reports_is_compared_with_stock():
     assert names == {"kselftest-dax-kmem", "kselftest-mem-on-off"}
     assert names <= set(safety.SAME_AS_STOCK)
     job, = [j for j in safety.REDUCED if j.scenario == "onlining-selftests"]
-    assert job.kernels == ("base", "patched") and job in safety.FULL
+    assert job.kernels == ("stock", "patched") and job in safety.FULL
     assert "onlining-selftests) onlining_selftests ;;" in \
         (ROOT / "guest/scenario.sh").read_text()
     assert "onlining-selftests.sh" in initramfs.GUEST_SCRIPTS

@@ -4,7 +4,6 @@ Every option is checked before anything is installed, built or booted; a
 command that writes to the cache holds its lock for the whole run.
 """
 import argparse
-import functools
 import re
 import shlex
 import signal
@@ -20,16 +19,18 @@ from zdinit.lab import memmap_stores
 from zdinit.results import docnumbers, docs, summary
 from zdinit.errors import UsageError, ZdinitError
 
-KERNELS = ("base", "patched")
-# hotplug-base: stock plus the contiguity count and the hotplug timing
+# Each unpatched kernel is called stock; build.FORMER_NAMES are its
+# first names ("base"), accepted too.
+KERNELS = ("stock", "patched")
+# hotplug-stock: stock plus the contiguity count and the hotplug timing
 # patch, for kmem and virtio-mem.
-HOTPLUG_KERNELS = ("hotplug-base",)
+HOTPLUG_KERNELS = ("hotplug-stock",)
 # Stock, upstream's 7.4 method and stock with onlining patches: no
 # strategy knob, they run with the kernel's own code alone.
-KERNELS_WITHOUT_STRATEGIES = ("base", "upstream") + HOTPLUG_KERNELS
+KERNELS_WITHOUT_STRATEGIES = ("stock", "upstream") + HOTPLUG_KERNELS
 # The bench's default, of the kernels the base has: stock, upstream's
 # 7.4 method and the series.
-BENCH_DEFAULT = ("base", "upstream", "patched")
+BENCH_DEFAULT = ("stock", "upstream", "patched")
 # patched-workqueue (7.3): the series fanning out through work items of
 # its own instead of padata.
 BENCH_KERNELS = BENCH_DEFAULT + ("patched-workqueue",) + HOTPLUG_KERNELS
@@ -45,7 +46,7 @@ MAX_ROUNDS = 100
 
 
 def one_of(what, choices, text):
-    """argparse type (with functools.partial): one of choices."""
+    """One of choices, or an argparse error saying which there are."""
     if text not in choices:
         raise argparse.ArgumentTypeError(
             f"unknown {what} '{text}'; choose from " + ", ".join(choices))
@@ -58,12 +59,13 @@ class CommaList:
     accepts; with each, what each item becomes.  SingleValue knows an
     option of this type by its class, to say how to give several."""
 
-    def __init__(self, what, choices, check=None, each=lambda item: item):
+    def __init__(self, what, choices, check=None, each=lambda item: item,
+                 rename=lambda item: item):
         self.what, self.choices, self.check = what, choices, check
-        self.each = each
+        self.each, self.rename = each, rename
 
     def __call__(self, text):
-        items = [item.strip() for item in text.split(",")]
+        items = [self.rename(item.strip()) for item in text.split(",")]
         if not any(items):
             raise argparse.ArgumentTypeError(
                 f"no {self.what} given; choose from "
@@ -81,6 +83,11 @@ class CommaList:
                     f"{self.what} '{item}' given twice")
         return [self.each(item) for item in items]
 
+
+
+def kernel_choice(choices):
+    """argparse type: one kernel of choices, by its name or first name."""
+    return lambda text: one_of("kernel", choices, build.canonical(text))
 
 
 def base_option(text):
@@ -270,7 +277,7 @@ def validate_bench(args):
         if other:
             raise UsageError("--contiguity checks the hotplug kernels in "
                              "kmem and virtio-mem, not " + ", ".join(other)
-                             + " (give --kernels hotplug-base --scenarios "
+                             + " (give --kernels hotplug-stock --scenarios "
                              "kmem,virtio-mem)")
     hotplug_only = [k for k in args.kernels if k in HOTPLUG_KERNELS]
     if hotplug_only:
@@ -345,7 +352,7 @@ def cmd_clear_check(args):
         print(line)
 
 
-def cmd_selftest(args):
+def cmd_memmap_equality(args):
     specs = memmap_equality.altmap_specs(args.size)
     require_series(["patched"], args.base)
     with cache.lock(args.command_line):
@@ -426,7 +433,7 @@ def cmd_capture_vectors(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         (target,), accel, _ = under_test.prepare(
-            [wanted("base", args.base, ("default",))])
+            [wanted("stock", args.base, ("default",))])
         print(memmap_stores.capture_vectors(target, accel))
 
 
@@ -513,9 +520,9 @@ def parser():
 
     b = sub.add_parser("build", help="build kernel variants")
     b.add_argument("variants", nargs="*", default=list(KERNELS),
-                   type=functools.partial(one_of, "kernel", VARIANTS),
+                   type=kernel_choice(VARIANTS),
                    help="any of: " + kernel_list(VARIANTS)
-                   + " (default: base patched)")
+                   + " (default: stock patched)")
     add_base_option(b)
     b.set_defaults(func=cmd_build)
 
@@ -545,7 +552,8 @@ def parser():
                        epilog="scenarios:\n" + "\n".join(
                            f"  {name:12} {sc.what}"
                            for name, sc in scenarios.SCENARIOS.items()))
-    r.add_argument("--kernels", type=CommaList("kernel", BENCH_KERNELS),
+    r.add_argument("--kernels", type=CommaList("kernel", BENCH_KERNELS,
+                                               rename=build.canonical),
                    help="comma list of: " + kernel_list(BENCH_KERNELS)
                    + " (default: those of " + ", ".join(BENCH_DEFAULT)
                    + " the base has)")
@@ -585,12 +593,14 @@ def parser():
     add_base_option(r)
     r.set_defaults(func=cmd_bench)
 
-    t = sub.add_parser("selftest", help="prove every strategy builds the "
-                       "slow path's memmap, byte for byte, in QEMU")
+    # 'selftest', its first name, stays accepted.
+    t = sub.add_parser("memmap-equality", aliases=["selftest"],
+                       help="prove every strategy builds the slow path's "
+                       "memmap, byte for byte, in QEMU")
     t.add_argument("--size", default="4G", help="NVDIMM size, "
                    + scenarios.size_rule() + " (default 4G)")
     add_base_option(t)
-    t.set_defaults(func=cmd_selftest)
+    t.set_defaults(func=cmd_memmap_equality)
 
     sf = sub.add_parser("safety", help="data integrity, guards, churn and "
                         "debug-kernel checks in QEMU, base vs patched")
@@ -607,9 +617,10 @@ def parser():
                     f"1..{scenarios.MAX_N} (default "
                     f"{scenarios.CLEAR.default_loops})")
     cb.add_argument("--kernels",
-                    type=CommaList("kernel", clearing.KERNELS),
+                    type=CommaList("kernel", clearing.KERNELS,
+                                   rename=build.canonical),
                     help="comma list of: " + ", ".join(clearing.KERNELS)
-                    + ", each on every base (default: clear-base on every "
+                    + ", each on every base (default: clear-stock on every "
                     "base, clear on the last)")
     cb.add_argument("--rounds", type=int, default=2,
                     help="boots per kernel and model, alternating, "
@@ -626,8 +637,7 @@ def parser():
                     help="fill, free, re-fault rounds per check, "
                     f"1..{MAX_ROUNDS} (default 2)")
     cc.add_argument("--kernel", default="clear",
-                    type=functools.partial(one_of, "kernel",
-                                           clear_checks.CHECK_KERNELS),
+                    type=kernel_choice(clear_checks.CHECK_KERNELS),
                     help="kernel for the zero read-back: "
                     + ", ".join(clear_checks.CHECK_KERNELS) + " (default clear)")
     cc.add_argument("--selftests", action="store_true",
@@ -677,7 +687,7 @@ def parser():
     dc.set_defaults(func=cmd_docs)
 
     cv = sub.add_parser("capture-vectors", help="record the struct page "
-                        "images of the base kernel for the lab")
+                        "images of the stock kernel for the lab")
     add_base_option(cv)
     cv.set_defaults(func=cmd_capture_vectors)
     return p

@@ -17,7 +17,7 @@ from zdinit.errors import ZdinitError
 CHECK_KERNELS = ("clear", "clear-debug", "clear-broken", "clear-kmsan")
 # Guest memory beyond the overhead for the selftests' hugetlb pool and THPs.
 SELFTEST_GUEST_SIZE = "1G"
-# Stock's selftest outcomes (clear-base) per base and preemption model, written
+# Stock's selftest outcomes (clear-stock) per base and preemption model, written
 # by 'clear-check --selftests --record-stock': make test-full compares the
 # series with this record instead of building and booting stock as well.
 STOCK_SELFTESTS = pathlib.Path(__file__).resolve().parent / "stock-selftests.json"
@@ -85,7 +85,7 @@ def selftest_outcomes(preempt, kernels, base):
     return outcomes
 
 
-def check_selftests(preempt, base, kernels=("clear-base", "clear"),
+def check_selftests(preempt, base, kernels=("clear-stock", "clear"),
                     record=None):
     """The clear kernel must pass and fail exactly the selftests stock
     passes and fails.  record: a path where stock's outcomes on base

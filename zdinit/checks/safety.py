@@ -10,6 +10,7 @@ from typing import Callable
 from zdinit import progress
 from zdinit.checks import boot
 from zdinit.families import onlining, scenarios
+from zdinit.kernel import build
 from zdinit.results import report
 from zdinit.vm import qemu
 from zdinit.units import GiB, MiB
@@ -76,7 +77,7 @@ def judge_boot_bind(run, kernel):
         return False, init.strategy or "-", (
             f"{init.pages} pages bound during boot, the legacy pmem range "
             f"has {want_pages}")
-    if kernel == "base":
+    if build.is_stock(kernel):
         return True, "-", (f"{init.pages} pages bound during boot in "
                            f"{init.ms:g} ms; stock names no strategy")
     if init.strategy is None:
@@ -96,35 +97,35 @@ def judge_boot_bind(run, kernel):
 def boot_bind_row(run, kernel):
     passed, used, why = judge_boot_bind(run, kernel)
     return {"check": "boot-time bind", "kernel": kernel,
-            "strategy": "-" if kernel == "base" else "auto", "used": used,
+            "strategy": "-" if build.is_stock(kernel) else "auto", "used": used,
             "passed": passed, "detail": why,
             "raw": {"guest_llc_bytes": run.llc_bytes()}}
 
 
 REDUCED = (
-    Job("hmm", ("base", "patched"), {}),
-    Job("gup", ("base", "patched"), {}),
-    Job("integrity-devdax", ("base", "patched"), {"n": 2}),
-    Job("integrity-fsdax", ("base", "patched"), {"n": 1}),
-    Job("churn", ("base", "patched"), {"cycles": 50}),
-    Job("odd-geometry", ("base", "patched"), {}, nvdimms=2, labels=True,
+    Job("hmm", ("stock", "patched"), {}),
+    Job("gup", ("stock", "patched"), {}),
+    Job("integrity-devdax", ("stock", "patched"), {"n": 2}),
+    Job("integrity-fsdax", ("stock", "patched"), {"n": 1}),
+    Job("churn", ("stock", "patched"), {"cycles": 50}),
+    Job("odd-geometry", ("stock", "patched"), {}, nvdimms=2, labels=True,
         verify=True),
     # What an operator does with ndctl and the kmem driver
     # (guest/ndctl.sh); the series must give each workflow the outcome
     # stock gives.
-    Job("ndctl-workflows", ("base", "patched"), {}, nvdimms=2, labels=True,
+    Job("ndctl-workflows", ("stock", "patched"), {}, nvdimms=2, labels=True,
         verify=True),
-    Job("devprivate-too-large", ("base", "patched"), {}),
+    Job("devprivate-too-large", ("stock", "patched"), {}),
     # The kernel's own onlining selftests (guest/onlining-selftests.sh)
     # on a kmem-bound namespace: the series must give stock's outcomes.
-    Job("onlining-selftests", ("base", "patched"), {}),
+    Job("onlining-selftests", ("stock", "patched"), {}),
     # Every page of it must migrate when its blocks go offline, which under
     # TCG is most of the boot: 64 MiB keeps make test's two boots short,
     # --full migrates four times as much.
-    Job("hotplug-use", ("base", "patched"), {"check_bytes": 64 * MiB}),
+    Job("hotplug-use", ("stock", "patched"), {"check_bytes": 64 * MiB}),
     # The range is guest RAM that is never written: the host backs the
     # pages the kernel touches, as for any other check's guest.
-    Job("boot-bind", ("base", "patched"), {}, nvdimms=0,
+    Job("boot-bind", ("stock", "patched"), {}, nvdimms=0,
         ram_mb=scenarios.HOTPLUG_LOW_RAM_MB + BOOT_PMEM_BYTES // MiB,
         cmdline=BOOT_BIND_CMDLINE,
         judge_run=boot_bind_row),
@@ -209,7 +210,7 @@ def run_job(job, kernel_target, accel, logs):
                   strategies=",".join(strategies))
     label = f"{job.scenario} on {kernel_target.kernel.variant}"
     progress.say(f"safety: {label}")
-    verify = job.verify and kernel_target.kernel.variant != "base"
+    verify = job.verify and kernel_target.kernel.variant != "stock"
     if verify:
         params["verify"] = 1
     # The splats are a row of the table, not an error.
@@ -274,17 +275,17 @@ def compare_with_base(rows):
         return tuple(row["raw"][f] for f in SAME_AS_STOCK[row["check"]])
 
     stock = {r["check"]: (r["job"], outcome(r)) for r in rows
-             if r["check"] in SAME_AS_STOCK and r["kernel"] == "base"}
+             if r["check"] in SAME_AS_STOCK and build.is_stock(r["kernel"])}
     for r in rows:
         name = r["check"]
-        if name not in stock or r["kernel"] == "base":
+        if name not in stock or build.is_stock(r["kernel"]):
             continue
         same = outcome(r) == stock[name][1]
         r["passed"] = r["passed"] and same
         r["detail"] += ", same as stock" if same else \
             f", stock: {' '.join(map(str, stock[name][1]))}"
     ran = {(r["job"], r["kernel"]) for r in rows
-           if r.get("job") and r["kernel"] != "base"}
+           if r.get("job") and not build.is_stock(r["kernel"])}
     for name, (job, expected) in stock.items():
         for kernel in sorted(k for j, k in ran if j == job):
             if not any(r["check"] == name and r["kernel"] == kernel

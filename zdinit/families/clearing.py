@@ -1,6 +1,6 @@
 """The clear family: huge-page clearing measured and checked in QEMU.
 
-Kernels: 'clear-base' (stock) and 'clear' (the base's linux-<base>-clear
+Kernels: 'clear-stock' and 'clear' (the base's linux-<base>-clear
 series), both with configs/clear.config, each on one base: a kernel is a
 (base, variant) pair, and one run may compare kernels of several bases.
 One boot per kernel, preemption model and round; inside a boot the
@@ -18,7 +18,7 @@ from zdinit.units import MiB
 from zdinit.vm import console
 from zdinit.errors import ZdinitError
 
-KERNELS = ("clear-base", "clear")
+KERNELS = ("clear-stock", "clear")
 
 
 def default_kernels(on_bases):
@@ -26,7 +26,7 @@ def default_kernels(on_bases):
     stock and the series; with 6.12,7.3, stock 6.12 (one 4K page at a
     time), stock 7.3 (upstream's multi-page clearing) and the series on
     7.3.  Returns (base, variant) pairs."""
-    return ([(base, "clear-base") for base in on_bases]
+    return ([(base, "clear-stock") for base in on_bases]
             + [(on_bases[-1], "clear")])
 
 
@@ -47,7 +47,7 @@ def kernel_name(base, variant):
 # has the upstream-style cached clear (debugfs stream=never) and the
 # streaming clear forced on for every run away from the fault (stream=always),
 # so that neither the guest's cache sizes nor its lack of CLZERO decide it.
-METHODS = {"clear-base": ("default",), "clear": ("cached", "stream"),
+METHODS = {"clear-stock": ("default",), "clear": ("cached", "stream"),
            "clear-broken": ("cached", "stream"),
            "clear-debug": ("cached", "stream"),
            "clear-kmsan": ("cached", "stream")}
@@ -207,7 +207,7 @@ def _row_order(item):
 
 
 def runs_table(samples, specs=()):
-    """results.json records: GB/s summary, vs clear-base, worst wait."""
+    """results.json records: GB/s summary, vs clear-stock, worst wait."""
     runs = []
     for (page, preempt, base_name, kernel, method), e in sorted(
             samples.items(), key=_row_order):
@@ -242,8 +242,11 @@ def summary(record, gbps):
                           if p["samples_gbps"]}
     page, preempt, base_name, kernel, _ = kernel_row(record)
     # Against stock of the same base.
-    stock = gbps.get((page, preempt, base_name, "clear-base", "default"))
-    if stock and kernel != "clear-base":
+    stock = next((gbps[key] for key in
+                  ((page, preempt, base_name, name, "default")
+                   for name in build.names_of("clear-stock"))
+                  if key in gbps), None)
+    if stock and kernel not in build.names_of("clear-stock"):
         # GB/s is a rate: the ratio is this row's median over stock's,
         # the two medians the table shows (a ratio of median times
         # differs from it where N is even).
@@ -276,7 +279,7 @@ def resummarize(runs):
 HEADER = ["base", "kernel", "method", "page", "preempt",
           "perf demand GB/s", "p10-p90", "N",
           "perf populate GB/s", "p10-p90", "N",
-          "zdclear GB/s", "p10-p90", "N", "vs base [95% CI]",
+          "zdclear GB/s", "p10-p90", "N", "vs stock [95% CI]",
           "max wait ms", "32M ms"]
 
 

@@ -4,6 +4,7 @@ Its boot parameters, checks, records, table and plot; the onlining
 family (onlining.py) builds on them."""
 from zdinit.families import scenarios
 from zdinit.families.protocol import BootPlan
+from zdinit.kernel import build
 from zdinit.results import report, stats
 from zdinit.units import MiB
 from zdinit.vm import console
@@ -109,9 +110,11 @@ def summary(record, samples):
     ratios, from samples: {(measured, kernel, strategy): samples_ms}."""
     fields = stats.summarize(record["samples_ms"])
     what, kernel = measured(record), record["kernel"]
-    base = samples.get((what, "base", "default"))
-    if base and kernel != "base":
-        fields["vs_base"] = stats.speedup(base, record["samples_ms"])
+    stock = next((samples[key] for key in
+                  ((what, name, "default") for name in build.names_of("stock"))
+                  if key in samples), None)
+    if stock and not build.is_stock(kernel):
+        fields["vs_base"] = stats.speedup(stock, record["samples_ms"])
         if fields["vs_base"] is None:
             fields["vs_base_note"] = "base below its 1 ms resolution"
     seed = samples.get((what, kernel, scenarios.UPSTREAM_METHOD))
@@ -156,7 +159,7 @@ def rows(runs):
 
 
 HEADER = ["scenario", "kernel", "strategy", "pages", "first ms", "median ms",
-          "p10", "p90", "min", "max", "N", "speedup vs base [95% CI]",
+          "p10", "p90", "min", "max", "N", "speedup vs stock [95% CI]",
           "vs upstream 7.4 method [95% CI]"]
 
 

@@ -23,9 +23,4 @@ def of_spec(spec):
     """The family a planned spec belongs to."""
     if isinstance(spec, scenarios.ClearSpec):
         return CLEARING
-    return ONLINING if spec.scenario.hotplug else REBIND
-
-
-def named(name):
-    """The family called name."""
-    return next(f for f in FAMILIES if f.name == name)
+    return next(f for f in FAMILIES if f.name == spec.scenario.family)

@@ -54,9 +54,10 @@ class Scenario:
     default_n: int
     default_aligns: tuple
     what: str
-    # "hotplug": memory onlined as System RAM (guest/hotplug.sh), measured
-    # per memory block state change rather than per namespace bind.
-    family: str = "memmap"
+    # The family that runs it (registry.FAMILIES): "rebind", or
+    # "onlining": memory onlined as System RAM (guest/hotplug.sh),
+    # measured per memory block state change rather than per bind.
+    family: str = "rebind"
     zones: tuple = ()            # zones the guest onlines into, in turn
     boots: tuple = ((),)         # one boot per entry: its extra cmdline
     virtio_mem: bool = False     # QEMU adds a virtio-mem-pci device of size
@@ -67,7 +68,7 @@ class Scenario:
 
     @property
     def hotplug(self):
-        return self.family == "hotplug"
+        return self.family == "onlining"
 
     @property
     def takes_align(self):
@@ -94,12 +95,12 @@ SCENARIOS = {s.name: s for s in [
     Scenario("kmem", "devdax", "dev", 16 * GiB, 5, ("2M",),
              "devdax namespace given to kmem as System RAM, then offlined "
              "and onlined, movable and normal; one boot with the memmap in "
-             "RAM, one with memmap_on_memory", family="hotplug",
+             "RAM, one with memmap_on_memory", family="onlining",
              zones=("movable", "normal"),
              boots=((), ("memory_hotplug.memmap_on_memory=1",))),
     Scenario("virtio-mem", None, None, 16 * GiB, 5, ("",),
              "virtio-mem-pci plugged when the guest loads virtio_mem, then "
-             "offlined and onlined, movable and normal", family="hotplug",
+             "offlined and onlined, movable and normal", family="onlining",
              zones=("movable", "normal"), virtio_mem=True),
 ]}
 # What "bench" runs when no --scenarios is given: the ZONE_DEVICE memmap
@@ -238,8 +239,9 @@ def auto_strategy(written, llc_bytes, pages=None):
     return "stream" if choice.strategy == store_rule.STREAM else "template"
 
 
-# The clear family: demand-fault clearing of huge pages in the
-# guest, declared like the memmap scenarios but run by zdinit/families/clearing.py.
+# The clearing family's scenario: demand-fault clearing of huge pages in
+# the guest, declared like the memmap scenarios, run by
+# zdinit/families/clearing.py.
 CLEAR_PAGES = {"2M": 2 * MiB, "1G": GiB}
 PREEMPT_MODELS = bases.preempt_models()
 CLEAR_GUEST_OVERHEAD = 1536 * MiB   # kernel, initramfs, page tables, slack
@@ -250,7 +252,7 @@ CLEAR_GIGANTIC_SLACK = 3 * GiB
 
 
 @dataclasses.dataclass(frozen=True)
-class ClearFamily:
+class ClearScenario:
     name: str
     default_size: int
     default_loops: int
@@ -258,7 +260,7 @@ class ClearFamily:
     what: str
 
 
-CLEAR = ClearFamily(
+CLEAR = ClearScenario(
     "clear", 8 * GiB, 5, ("2M", "1G"),
     "demand-fault a mapping of 2M THP / 1G hugetlb pages, one write per "
     "page, like 'perf bench mem mmap -f demand'; GB/s per loop, and the "

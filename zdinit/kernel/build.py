@@ -56,7 +56,7 @@ CONTIGUITY_CHECK = "patches/linux-{base}-contiguity-check.patch"
 ONLINING_MUTANTS = ("wrong-zone", "skipped-pageblock", "wrong-lru")
 
 VARIANTS = {
-    "base": Variant(("zdinit",)),
+    "stock": Variant(("zdinit",)),
     "patched": Variant(("zdinit", "series"), "zone-device"),
     # What upstream queued for 7.4, on the base: the template path with its
     # streaming copy, on one thread, and the contiguity count; timed by
@@ -71,8 +71,8 @@ VARIANTS = {
     # Onlining as stock does it, timed: the series' hotplug timing patch
     # on the contiguity count (upstream's 7.4 method, the base the
     # onlining templates build on).
-    "hotplug-base": Variant(("zdinit",), "zone-device",
-                            only=(CONTIGUITY_COUNT, TIMING)),
+    "hotplug-stock": Variant(("zdinit",), "zone-device",
+                             only=(CONTIGUITY_COUNT, TIMING)),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": Variant(("zdinit", "trace", "series"), "zone-device"),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
@@ -84,7 +84,7 @@ VARIANTS = {
         f"tests/data/onlining-mutants/{name}/linux-{{base}}.patch",))
        for name in ONLINING_MUTANTS},
     # Huge-page clearing: stock and the clear series, same config.
-    "clear-base": Variant(("zdinit", "clear")),
+    "clear-stock": Variant(("zdinit", "clear")),
     "clear": Variant(("zdinit", "clear"), "clear"),
     # The clear series plus a deliberately broken folio_zero_user(), for
     # the test that the zero read-back check can fail.
@@ -109,7 +109,7 @@ def with_contiguity_check(spec):
 
 
 def variant_spec(variant, contiguity=False):
-    spec = VARIANTS[variant]
+    spec = VARIANTS[canonical(variant)]
     return with_contiguity_check(spec) if contiguity else spec
 
 
@@ -125,6 +125,30 @@ class MissingPatch(ZdinitError):
     def __init__(self, message, lacking):
         super().__init__(message)
         self.lacking = lacking
+
+
+# The unpatched kernels' first names.  They are accepted wherever a
+# kernel is named (the command line, build()), and the records of the
+# runs made with them keep them.
+FORMER_NAMES = {"base": "stock", "hotplug-base": "hotplug-stock",
+                "clear-base": "clear-stock"}
+
+
+def canonical(variant):
+    """A kernel's name, its first name translated."""
+    return FORMER_NAMES.get(variant, variant)
+
+
+def names_of(variant):
+    """variant's name and any first name, as records may call it."""
+    return (variant,) + tuple(old for old, new in FORMER_NAMES.items()
+                              if new == variant)
+
+
+def is_stock(variant):
+    """Whether a recorded kernel name is the unpatched kernel of the
+    rebind and onlining families."""
+    return variant in names_of("stock")
 
 
 def stack_parts(base, stack):
@@ -232,7 +256,8 @@ def require_patches(variant, base, contiguity=False):
 def work_name(variant, base, contiguity=False):
     """The variant's directory under the cache's work/: one per base, and
     one more for the variant with the contiguity check."""
-    return f"{base.name}/{variant}" + ("+contiguity" if contiguity else "")
+    return (f"{base.name}/{canonical(variant)}"
+            + ("+contiguity" if contiguity else ""))
 
 
 # The KMSAN fragment; only clang can build it (KMSAN is a clang
@@ -409,6 +434,7 @@ def build_tree(name, tree, fragments, base, defined_only=False):
 
 
 def build(variant, base, contiguity=False):
+    variant = canonical(variant)
     if variant not in VARIANTS:
         raise ValueError(variant)
     fragments = list(variant_spec(variant, contiguity).fragments)
