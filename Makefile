@@ -39,7 +39,7 @@ test:
 # series built (the ZONE_DEVICE series for arm64 and i386 too), the memmap equality
 # test, the clear checks (zero read-back, broken kernel, selftests against
 # stock's record under preempt=none and full), the contiguity check on
-# hotplug-base; on 7.3 the selftests against stock 7.3's record, the
+# hotplug-stock; on 7.3 the selftests against stock 7.3's record, the
 # series compiled for i386, the kernel upstream in every bench
 # scenario, the onlining kernels broken on purpose (three builds) and one
 # clear run of stock 6.12, stock 7.3 and the series on 7.3 with perf

@@ -1,9 +1,9 @@
 # zdinit guest: the rebind family, sourced by scenario.sh.  The NVDIMM's
 # namespace0.0 is bound once, then rebound ROUNDS times with each
 # strategy, the kernel timing each memmap_init_zone_device() (the line
-# zdinit/bench.py reads); DEVICE_PRIVATE ranges come and go the same way
+# zdinit/families/rebind.py reads); DEVICE_PRIVATE ranges come and go the same way
 # through module/zd_memremap.c.  The memmap equality test's ZONE_DEVICE
-# scenarios (zdinit/selftest.py) are here too, as hotplug.sh holds those
+# scenarios (zdinit/checks/memmap_equality.py) are here too, as hotplug.sh holds those
 # of onlined memory.  rebind and show_geometry serve safety.sh and
 # hotplug.sh as well.
 

@@ -1,4 +1,4 @@
-# zdinit guest: the safety checks of ZONE_DEVICE ranges (zdinit/safety.py),
+# zdinit guest: the safety checks of ZONE_DEVICE ranges (zdinit/checks/safety.py),
 # sourced by scenario.sh: data kept across rebinds, the page_ref_set
 # tracepoint, namespace churn, refused and odd geometries, and the
 # kernel's own HMM and gup selftests.  Each reports "check" lines the

@@ -62,7 +62,7 @@ def git_alone(tmp_path):
 @pytest.mark.parametrize("args", [
     ["setup"], ["build", "base"], ["check-series"],
     ["bench", "--scenarios", "fsdax-dev", "--size", "1G", "--n", "1"],
-    ["selftest"], ["safety"], ["capture-vectors"],
+    ["memmap-equality"], ["safety"], ["capture-vectors"],
 ])
 def test_second_run_refuses_naming_the_holder(holder, scratch_cache,
                                               git_alone, args):

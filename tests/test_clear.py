@@ -244,12 +244,12 @@ def test_a_run_on_another_model_than_asked_fails(monkeypatch, reported, ok):
     spec = scenarios.plan_clear(["2M"], "64M")
     if ok:
         assert clear_checks.boot_clear(target, spec, "clear-zero", "full",
-                                       "tcg", None, "test").preempt == "full"
+                                       "tcg", "test").preempt == "full"
         return
     with pytest.raises(ZdinitError, match="test: the kernel runs preempt="
                        f"{reported or '.not reported.'}, not the full"):
         clear_checks.boot_clear(target, spec, "clear-zero", "full", "tcg",
-                                None, "test")
+                                "test")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,10 @@ from zdinit.kernel import bases, build
 from zdinit.vm import qemu
 from zdinit.errors import UsageError
 
+# The scenarios --align applies to, as the refusal names them.
+ALIGNED = ", ".join(name for name, sc in scenarios.SCENARIOS.items()
+                    if sc.takes_align)
+
 
 def results_entries():
     results = ROOT / "results"
@@ -82,10 +86,10 @@ def run_zdinit(cache, *args, **env):
     # scenario runs (kmem onlines at its default alignment), --strategies
     # where no kernel has the series' strategies.
     (["bench", "--scenarios", "fsdax-dev", "--align", "2M"],
-     "--align sets the alignments of devdax-dev, devdax-mem only, not "
+     f"--align sets the alignments of {ALIGNED} only, not "
      "fsdax-dev: add one to --scenarios or leave out --align"),
     (["bench", "--scenarios", "kmem,fsdax-mem", "--align", "1G"],
-     "--align sets the alignments of devdax-dev, devdax-mem only, not kmem, "
+     f"--align sets the alignments of {ALIGNED} only, not kmem, "
      "fsdax-mem"),
     (["bench", "--kernels", "base", "--strategies", "auto"],
      "--strategies chooses the series' memmap strategies, which kernel stock "

@@ -52,7 +52,7 @@ def test_thread_limit_is_in_help_and_in_the_check(monkeypatch):
     assert "must be 1..7" in scenarios.check_strategy("auto@8")
 
 
-@pytest.mark.parametrize("command", ["bench", "selftest"])
+@pytest.mark.parametrize("command", ["bench", "memmap-equality"])
 def test_size_limits_are_in_help_and_in_the_check(monkeypatch, command):
     monkeypatch.setattr(scenarios, "MAX_SIZE", 64 << 30)
     rule = "a multiple of 128M between 256M and 64G"

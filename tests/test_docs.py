@@ -11,10 +11,10 @@ import pytest
 from conftest import ROOT
 from zdinit import cli, paths
 from zdinit.kernel import initramfs
-from zdinit.results import docnumbers, docs
+from zdinit.docs import tables, typed_numbers
 from zdinit.errors import UsageError
 
-PAGES = docs.pages()
+PAGES = tables.pages()
 
 
 def text(page):
@@ -22,7 +22,7 @@ def text(page):
 
 
 def test_every_table_is_what_its_run_renders():
-    stale, count = docs.update(check=True)
+    stale, count = tables.update(check=True)
     assert count, "no rendered tables found: the markers are gone"
     assert not stale, ("edited by hand or out of date (run 'python3 -m "
                        f"zdinit docs'): {stale}")
@@ -49,22 +49,22 @@ def test_a_run_without_provenance_is_refused(tmp_path, monkeypatch,
                                              command, rev, why):
     spec = fake_run(tmp_path, monkeypatch, command, rev)
     with pytest.raises(UsageError, match=why):
-        docs.render(spec)
+        tables.render(spec)
 
 
 def test_the_committed_dirty_run_is_refused():
     with pytest.raises(UsageError, match="dirty tree"):
-        docs.render("bench-100g-7.3-first rebind")
+        tables.render("bench-100g-7.3-first rebind")
 
 
 def test_a_view_of_a_column_the_table_lacks_is_refused():
     with pytest.raises(UsageError, match="no column 'median'"):
-        docs.render("bench-100g-7.3 rebind; columns: scenario, median")
+        tables.render("bench-100g-7.3 rebind; columns: scenario, median")
 
 
 def prose(page_text):
     """The page without its rendered tables and code blocks."""
-    without = docs.MARKER.sub("", page_text)
+    without = tables.MARKER.sub("", page_text)
     return re.sub(r"```.*?```", "", without, flags=re.S)
 
 
@@ -75,10 +75,10 @@ RATIO = re.compile(r"\b\d+\.\d\dx")
 def test_ratios_in_the_prose_come_from_the_pages_tables(page):
     """A ratio quoted in the text is one a rendered table of the same page
     shows, so re-rendering cannot leave it behind; one with an arithmetic
-    mark is redone from its operands instead (docnumbers)."""
+    mark is redone from its operands instead (typed_numbers)."""
     body = text(page)
-    rendered = "".join(m["body"] for m in docs.MARKER.finditer(body))
-    unmarked = re.sub(RATIO.pattern + docnumbers.MARK.pattern, "",
+    rendered = "".join(m["body"] for m in tables.MARKER.finditer(body))
+    unmarked = re.sub(RATIO.pattern + typed_numbers.MARK.pattern, "",
                       prose(body))
     typed = sorted(set(RATIO.findall(unmarked)) - set(
         RATIO.findall(rendered)))
@@ -302,7 +302,7 @@ def test_a_stored_summary_its_samples_do_not_give_fails_the_check(
 
     def edit(results):
         record = next(r for r in results["runs"]
-                      if docs.record_name(r) == row)
+                      if tables.record_name(r) == row)
         for key in path:
             record = record[key]
         record[last] *= 1.5
@@ -342,21 +342,21 @@ def test_tables_are_computed_from_the_samples(tmp_path, monkeypatch, spec):
     """Stored summaries all wrong, the table the same; the check, not the
     table, says the run is wrong."""
     run = spec.split()[0]
-    shown = docs.render(spec)
+    shown = tables.render(spec)
     committed_copy(tmp_path, monkeypatch, run, double_the_stored_summaries)
-    assert docs.render(spec) == shown
-    assert docs.stale_summary(run).startswith(f"docs/results/{run}: ")
+    assert tables.render(spec) == shown
+    assert tables.stale_summary(run).startswith(f"docs/results/{run}: ")
 
 
 def test_every_committed_run_is_what_its_samples_give():
     """Cited by a page or not."""
-    assert not docs.stale_summaries()
+    assert not tables.stale_summaries()
 
 
 def test_a_failing_check_names_the_page_and_the_table(tmp_path, monkeypatch,
                                                       capsys):
     page = text(ROOT / "docs" / "measurements.md")
-    table = next(m for m in docs.MARKER.finditer(page)
+    table = next(m for m in tables.MARKER.finditer(page)
                  if m["spec"].startswith("clear-perf-7.3 "))
     body = re.sub(r"\| (\d+)\.(\d\d)x", r"| \g<1>.9\2x", table["body"],
                   count=1)
@@ -373,23 +373,23 @@ def test_a_failing_check_names_the_page_and_the_table(tmp_path, monkeypatch,
 # arithmetic) give, and each cited commit in the history.
 
 def test_every_measured_number_in_the_prose_is_backed():
-    problems = docnumbers.unbacked()
+    problems = typed_numbers.unbacked()
     assert not problems, "\n".join(problems)
 
 
 def test_every_cited_commit_is_in_the_history():
-    problems = docnumbers.missing_commits()
+    problems = typed_numbers.missing_commits()
     assert not problems, "\n".join(problems)
 
 
 def backed(page, kind, marked=False):
     """The first quantity of a kind in a page's prose that a run (or, with
     marked, its arithmetic mark) backs, with its block."""
-    for block in docnumbers.blocks(page):
-        for quantity in docnumbers.quantities(block.text):
+    for block in typed_numbers.blocks(page):
+        for quantity in typed_numbers.quantities(block.text):
             if quantity.kind == kind and bool(quantity.mark) == marked \
                     and (block.runs or marked) \
-                    and not docnumbers.check_quantity(quantity, block):
+                    and not typed_numbers.check_quantity(quantity, block):
                 return block, quantity
     raise AssertionError(f"{page.name} has no backed {kind}")
 
@@ -410,7 +410,7 @@ def edited(page, block, old, new, tmp_path):
 def bumped(quantity_text, factor=1.33):
     """The quantity with its first number scaled, kept at the precision
     it is written with."""
-    number = re.search(docnumbers.NUMBER, quantity_text)[0]
+    number = re.search(typed_numbers.NUMBER, quantity_text)[0]
     decimals = len(number.partition(".")[2])
     new = f"{float(number.replace(',', '')) * factor:.{decimals}f}"
     return quantity_text.replace(number, new, 1)
@@ -428,18 +428,18 @@ def test_editing_a_number_from_a_run_fails(page, kind, marked, tmp_path):
     block, quantity = backed(ROOT / page, kind, marked)
     copy = edited(ROOT / page, block, quantity.text, bumped(quantity.text),
                   tmp_path)
-    assert docnumbers.unbacked([copy]), \
+    assert typed_numbers.unbacked([copy]), \
         f"{page}: '{quantity.text}' edited and still accepted"
 
 
 def test_editing_a_cited_commit_fails(tmp_path):
     page = ROOT / "docs" / "measurements.md"
     text = page.read_text()
-    commit = next(word for word in docnumbers.COMMIT.findall(text)
+    commit = next(word for word in typed_numbers.COMMIT.findall(text)
                   if re.search(r"\d", word) and re.search("[a-f]", word))
     copy = tmp_path / page.name
     copy.write_text(text.replace(commit, commit[::-1], 1))
-    assert docnumbers.missing_commits([copy])
+    assert typed_numbers.missing_commits([copy])
 
 
 def test_most_edits_of_backed_numbers_are_caught():
@@ -449,13 +449,13 @@ def test_most_edits_of_backed_numbers_are_caught():
     there, and a lab run holds thousands of rates and times."""
     tried = caught = 0
     for page in PAGES:
-        for block in docnumbers.blocks(page):
-            for quantity in docnumbers.quantities(block.text):
+        for block in typed_numbers.blocks(page):
+            for quantity in typed_numbers.quantities(block.text):
                 if not block.runs or quantity.mark or \
-                        docnumbers.check_quantity(quantity, block):
+                        typed_numbers.check_quantity(quantity, block):
                     continue
                 for factor in (1.33, 0.71):
-                    edits = docnumbers.quantities(
+                    edits = typed_numbers.quantities(
                         bumped(quantity.text, factor))
                     if bumped(quantity.text, factor) == quantity.text \
                             or not edits:
@@ -463,30 +463,30 @@ def test_most_edits_of_backed_numbers_are_caught():
                                     # a size the kernel defines
                     edit, = edits
                     tried += 1
-                    caught += bool(docnumbers.check_quantity(edit, block))
+                    caught += bool(typed_numbers.check_quantity(edit, block))
     assert tried > 30, f"only {tried} backed numbers found"
     assert caught >= 0.8 * tried, f"{caught} of {tried} edits caught"
 
 
 def test_an_arithmetic_mark_is_redone():
-    block = docnumbers.Block("page.md", 1, "", [])
-    good, = docnumbers.quantities(
+    block = typed_numbers.Block("page.md", 1, "", [])
+    good, = typed_numbers.quantities(
         "26 million<!-- = 100 * GiB / (4 * KiB) -->")
-    assert docnumbers.check_quantity(good, block) is None
-    wrong, = docnumbers.quantities(
+    assert typed_numbers.check_quantity(good, block) is None
+    wrong, = typed_numbers.quantities(
         "16 million<!-- = 100 * GiB / (4 * KiB) -->")
-    assert "gives 2.62144e+07" in docnumbers.check_quantity(wrong, block)
-    code, = docnumbers.quantities("26 million<!-- = open('x') -->")
-    assert "is not arithmetic" in docnumbers.check_quantity(code, block)
-    both = docnumbers.quantities("21 to 26 per cent<!-- = 21.3, 26.04 -->")
-    assert docnumbers.check_quantity(both[0], block) is None
+    assert "gives 2.62144e+07" in typed_numbers.check_quantity(wrong, block)
+    code, = typed_numbers.quantities("26 million<!-- = open('x') -->")
+    assert "is not arithmetic" in typed_numbers.check_quantity(code, block)
+    both = typed_numbers.quantities("21 to 26 per cent<!-- = 21.3, 26.04 -->")
+    assert typed_numbers.check_quantity(both[0], block) is None
 
 
 def test_a_number_beside_a_table_is_checked_against_its_run():
     page = ROOT / "README.md"
-    blocks = docnumbers.blocks(page)
+    blocks = typed_numbers.blocks(page)
     beside = [b for b in blocks if "bench-100g-7.3-stack" in b.runs
               and "docs/results/" not in b.text]
     assert beside, "no block sits beside the bench table"
-    typed, = docnumbers.quantities("took 123.45 ms")
-    assert docnumbers.check_quantity(typed, beside[0])
+    typed, = typed_numbers.quantities("took 123.45 ms")
+    assert typed_numbers.check_quantity(typed, beside[0])

@@ -247,9 +247,9 @@ def test_auto_streams_once_the_struct_pages_written_reach_the_guest_llc(
 @pytest.mark.parametrize("base", [
     HOME, pytest.param(BACKPORT, marks=pytest.mark.full)])
 def test_memmap_equals_slow_path_byte_for_byte(base):
-    out = zdinit("selftest", "--size", "4G", "--base", base).stdout
+    out = zdinit("memmap-equality", "--size", "4G", "--base", base).stdout
     assert "0 differ, 0 unchecked" in out
-    assert out.rstrip().splitlines()[-1].startswith("selftest passed: all ")
+    assert out.rstrip().splitlines()[-1].startswith("memmap equality passed: all ")
     assert KUNIT_PASSED in out
     # The check catches a fast path that leaves struct pages unwritten on
     # an altmap namespace still holding the slow path's.
@@ -285,7 +285,7 @@ def test_the_onlined_memory_check_catches_a_broken_onlining_path(mutant,
     target = under_test.build(**cli.wanted(
         f"onlining-{mutant}", bases.BASES[HOME],
         memmap_equality.HOTPLUG_STRATEGIES))
-    with pytest.raises(ZdinitError, match="selftest hotplug: (memmap "
+    with pytest.raises(ZdinitError, match="memmap-equality hotplug: (memmap "
                        "verification failed|kernel reported)"):
         memmap_equality.run_hotplug_verify(target, "tcg", tmp_path)
 

@@ -300,3 +300,15 @@ def test_every_other_command_is_in_the_guest():
                     name not in set(graph) | known:
                 unknown.add(name)
     assert not unknown, f"neither a guest function nor in the guest: {unknown}"
+
+
+def test_every_scenario_the_harness_declares_is_one_the_guest_runs():
+    """A scenario added to families/scenarios.py without its case in the
+    dispatcher would fail only in a guest, after the kernels are built."""
+    from zdinit.families import scenarios
+    dispatcher = (GUEST / initramfs.DISPATCHER).read_text()
+    body = dispatcher[dispatcher.index('case "$SCENARIO" in'):]
+    cases = {name for pattern in re.findall(r"^([a-z0-9|-]+)\)", body, re.M)
+             for name in pattern.split("|")}
+    declared = set(scenarios.SCENARIOS) | {"clear"}
+    assert declared <= cases, sorted(declared - cases)

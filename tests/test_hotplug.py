@@ -6,7 +6,8 @@ import pytest
 
 from zdinit.families import loop, onlining, registry, scenarios
 from zdinit.kernel import bases, build, under_test
-from zdinit.results import report, summary
+from zdinit.families import summary
+from zdinit.results import report
 from zdinit.vm import console
 from zdinit.errors import ZdinitError
 

@@ -92,7 +92,7 @@ DAX_LINE = ("@@zdinit check name=kselftest-dax-kmem result=pass strategy=- "
 
 def test_the_series_with_stocks_selftest_outcome_passes():
     both = rows("base", DAX_LINE) + rows("patched", DAX_LINE)
-    safety.compare_with_base(both)
+    safety.compare_with_stock(both)
     assert all(r["passed"] for r in both)
     assert both[1]["detail"] == "exit status 0, 1:ok, 2:ok, 3:ok, same as stock"
 
@@ -100,7 +100,7 @@ def test_the_series_with_stocks_selftest_outcome_passes():
 @pytest.mark.parametrize("edit", [("2:ok", "2:fail"), ("rc=0", "rc=1")])
 def test_a_selftest_outcome_other_than_stocks_fails(edit):
     both = rows("base", DAX_LINE) + rows("patched", DAX_LINE.replace(*edit))
-    safety.compare_with_base(both)
+    safety.compare_with_stock(both)
     assert both[0]["passed"] and not both[1]["passed"]
 
 
@@ -108,7 +108,7 @@ def test_a_selftest_the_series_does_not_report_fails():
     mem_on_off = DAX_LINE.replace("kselftest-dax-kmem", "kselftest-mem-on-off")
     both = rows("base", DAX_LINE) + rows("patched", mem_on_off) \
         + rows("base", mem_on_off)
-    safety.compare_with_base(both)
+    safety.compare_with_stock(both)
     missing = [r for r in both if r["check"] == "kselftest-dax-kmem"
                and r["kernel"] == "patched"]
     assert len(missing) == 1 and not missing[0]["passed"]

@@ -9,7 +9,8 @@ import pytest
 
 from conftest import ROOT
 from zdinit.families import rebind
-from zdinit.results import report, summary
+from zdinit.families import summary
+from zdinit.results import report
 
 RESULTS = {
     "command": "python3 -m zdinit bench",

@@ -25,7 +25,7 @@ ALIGN = ("@@zdinit check name=ndctl-align result=pass strategy=- used=auto "
 def test_same_outcome_as_stock_passes():
     rows = rows_for("base", ALIGN.replace("used=auto", "used=none")) \
         + rows_for("patched", ALIGN)
-    safety.compare_with_base(rows)
+    safety.compare_with_stock(rows)
     assert all(r["passed"] for r in rows)
     assert rows[1]["detail"].endswith("same as stock")
 
@@ -33,7 +33,7 @@ def test_same_outcome_as_stock_passes():
 def test_other_outcome_than_stock_fails_even_if_both_pass():
     rows = rows_for("base", ALIGN) + rows_for(
         "patched", ALIGN.replace("2M-align-2097152", "2M-align-4096"))
-    safety.compare_with_base(rows)
+    safety.compare_with_stock(rows)
     assert rows[0]["passed"] and not rows[1]["passed"]
     assert "stock: pass 4K-align-4096" in rows[1]["detail"]
 
@@ -47,7 +47,7 @@ def test_a_check_the_series_does_not_report_fails():
     rows = rows_for("base", ALIGN) + rows_for(
         "patched", ALIGN.replace("ndctl-align", "ndctl-mode-cycle"))
     rows[1]["raw"]["outcome"] = rows[0]["raw"]["outcome"]
-    safety.compare_with_base(rows)
+    safety.compare_with_stock(rows)
     missing = [r for r in rows if r["check"] == "ndctl-align"
                and r["kernel"] == "patched"]
     assert len(missing) == 1 and not missing[0]["passed"]
@@ -218,7 +218,7 @@ def test_an_hmm_test_failing_in_one_run_only_is_flaky_not_an_outcome():
     rows = rows_for("base", HMM, job="hmm") + rows_for(
         "patched", HMM.replace("pass=25 fail=11", "pass=24 fail=12")
         .replace("flaky=none", "flaky=hmm.exclusive,"), job="hmm")
-    safety.compare_with_base(rows)
+    safety.compare_with_stock(rows)
     assert all(r["passed"] for r in rows), rows
     assert "failed once only: hmm.exclusive" in rows[1]["detail"]
 
@@ -227,6 +227,6 @@ def test_an_hmm_test_failing_in_both_runs_on_the_series_alone_fails():
     rows = rows_for("base", HMM, job="hmm") + rows_for(
         "patched", HMM.replace("failed=hmm.a,hmm.b,",
                                "failed=hmm.a,hmm.b,hmm.exclusive,"), job="hmm")
-    safety.compare_with_base(rows)
+    safety.compare_with_stock(rows)
     assert rows[0]["passed"] and not rows[1]["passed"]
     assert "stock: hmm.a,hmm.b," in rows[1]["detail"]

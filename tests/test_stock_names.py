@@ -49,3 +49,21 @@ def test_clearing_is_compared_with_stock_by_either_name(stock):
     runs = clearing.resummarize([run(stock, "default", [1.0, 1.0]),
                                  run("clear", "stream", [3.0, 3.0])])
     assert runs[1]["vs_base"]["speedup"] == 3.0
+
+
+def test_building_a_stock_kernel_removes_its_first_names_directory(
+        tmp_path, monkeypatch):
+    """A cache from before the rename holds work/<base>/base: the stock
+    kernel, once built as stock, leaves no stale copy of itself."""
+    from zdinit import cache
+    monkeypatch.setenv("ZDINIT_CACHE", str(tmp_path / "cache"))
+    base = bases.get("7.3")
+    with cache.lock("pytest scratch cache"):
+        work = cache.src_dir("7.3/stock").parent.parent
+        for name in ("base", "base+contiguity", "stock", "patched"):
+            (work / name / "linux").mkdir(parents=True)
+        build.forget_former_directories("stock", base, False)
+        assert sorted(p.name for p in work.iterdir()) == [
+            "base+contiguity", "patched", "stock"]
+        build.forget_former_directories("patched", base, False)
+        assert (work / "patched").is_dir()

@@ -9,7 +9,8 @@ import pytest
 
 from zdinit import cache, cli, deps
 from zdinit.families import clearing, loop, rebind
-from zdinit.results import report, summary
+from zdinit.families import summary
+from zdinit.results import report
 from zdinit.kernel import under_test
 from zdinit.vm import qemu
 from test_report import RESULTS

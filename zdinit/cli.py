@@ -13,10 +13,10 @@ import time
 
 from zdinit import cache, deps, lint, paths, progress
 from zdinit.checks import clear_checks, memmap_equality, safety
-from zdinit.families import clearing, loop, registry, scenarios
+from zdinit.docs import tables, typed_numbers
+from zdinit.families import clearing, loop, registry, scenarios, summary
 from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
-from zdinit.results import docnumbers, docs, summary
 from zdinit.errors import UsageError, ZdinitError
 
 # Each unpatched kernel is called stock; build.FORMER_NAMES are its
@@ -35,6 +35,8 @@ BENCH_DEFAULT = ("stock", "upstream", "patched")
 # its own instead of padata.
 BENCH_KERNELS = BENCH_DEFAULT + ("patched-workqueue",) + HOTPLUG_KERNELS
 VARIANTS = tuple(build.VARIANTS)
+FIRST_NAMES_HELP = ("the stock kernels' first names ("
+                    + ", ".join(build.FORMER_NAMES) + ") are accepted")
 STRATEGIES = scenarios.STRATEGIES
 # The bench's default: upstream 7.4's method (template and streaming
 # stores everywhere, one thread) and the series' own choice of method
@@ -119,6 +121,7 @@ def wanted(variant, base, strategies, hotplug_strategies=None,
     the patched kernel onlines with, each in turn (None: the kernel's
     choice, not touching the knob); contiguity: build it with the
     contiguity check."""
+    variant = build.canonical(variant)
     stock = variant in KERNELS_WITHOUT_STRATEGIES
     return {"variant": variant, "base": base,
             "strategies": ("default",) if stock else strategies,
@@ -363,7 +366,7 @@ def cmd_memmap_equality(args):
     for line in lines:
         print(line)
     # Any check that fails raises before this.
-    print(f"\nselftest passed: all {len(lines)} checks above, on "
+    print(f"\nmemmap equality passed: all {len(lines)} checks above, on "
           f"{target.kernel.release}")
 
 
@@ -411,14 +414,14 @@ def cmd_lint(args):
 
 def cmd_docs(args):
     # No cache and no lock: it reads the committed runs and the pages.
-    stale, count = docs.update(check=args.check)
+    stale, count = tables.update(check=args.check)
     if args.check and stale:
         raise ZdinitError("tables differ from what their runs render in "
-                          + docs.stale_text(stale)
+                          + tables.stale_text(stale)
                           + " (run 'python3 -m zdinit docs')")
     # The numbers typed beside the tables, and the commits the pages cite,
     # are what the tables cannot re-render: a check reports them too.
-    problems = docnumbers.unbacked() + docnumbers.missing_commits()
+    problems = typed_numbers.unbacked() + typed_numbers.missing_commits()
     if args.check and problems:
         raise ZdinitError(f"{len(problems)} number(s) or commit(s) in the "
                           f"pages no run backs, first: {problems[0]}")
@@ -522,7 +525,7 @@ def parser():
     b.add_argument("variants", nargs="*", default=list(KERNELS),
                    type=kernel_choice(VARIANTS),
                    help="any of: " + kernel_list(VARIANTS)
-                   + " (default: stock patched)")
+                   + " (default: stock patched); " + FIRST_NAMES_HELP)
     add_base_option(b)
     b.set_defaults(func=cmd_build)
 
@@ -556,7 +559,7 @@ def parser():
                                                rename=build.canonical),
                    help="comma list of: " + kernel_list(BENCH_KERNELS)
                    + " (default: those of " + ", ".join(BENCH_DEFAULT)
-                   + " the base has)")
+                   + " the base has); " + FIRST_NAMES_HELP)
     r.add_argument("--scenarios", default=",".join(scenarios.DEFAULT_BENCH),
                    type=CommaList("scenario", tuple(scenarios.SCENARIOS)),
                    help="comma list of: " + ", ".join(scenarios.SCENARIOS)
@@ -603,7 +606,7 @@ def parser():
     t.set_defaults(func=cmd_memmap_equality)
 
     sf = sub.add_parser("safety", help="data integrity, guards, churn and "
-                        "debug-kernel checks in QEMU, base vs patched")
+                        "debug-kernel checks in QEMU, stock vs patched")
     sf.add_argument("--full", action="store_true",
                     help="add the tracepoint and KASAN/lockdep kernels")
     add_base_option(sf)

@@ -38,9 +38,8 @@ def check_zero(spec, zero_rounds, kernel, base):
         (preempt, cmdline), target = item
         label = " ".join((f"clear-zero {target.kernel.variant} "
                           f"preempt={preempt}",) + cmdline)
-        run = boot_clear(target, spec, "clear-zero", preempt, accel, None,
-                   label, extra={"zero_rounds": zero_rounds},
-                   cmdline=cmdline)
+        run = boot_clear(target, spec, "clear-zero", preempt, accel, label,
+                         extra={"zero_rounds": zero_rounds}, cmdline=cmdline)
         want = len(spec.pages) * len(target.strategies)
         if len(run.zero) != want:
             raise ZdinitError(f"{label}: {len(run.zero)} zero checks, "
@@ -75,8 +74,9 @@ def selftest_outcomes(preempt, kernels, base):
             variant = target.kernel.variant
             names = initramfs.huge_selftests(target.kernel.tree)
             label = f"clear-selftests {variant} preempt={preempt}"
-            run = boot_clear(target, spec, "clear-selftests", preempt, accel, None,
-                       label, extra={"selftests": ",".join(names)})
+            run = boot_clear(target, spec, "clear-selftests", preempt,
+                             accel, label,
+                             extra={"selftests": ",".join(names)})
             outcome = {t["name"]: [t["rc"], t["totals"], t["failed"]]
                        for t in run.selftests}
             if sorted(outcome) != sorted(names):
@@ -132,29 +132,30 @@ def base_selftests(base):
 def same_selftest_outcomes(outcome, preempt):
     """outcome: {kernel: {test: [exit, totals, failed]}}, stock first.
     Every kernel must match the first; one line per test when they do."""
-    (stock, base), *others = outcome.items()
+    (stock, stock_outcome), *others = outcome.items()
     for kernel, other in others:
-        for name in sorted(set(base) | set(other)):
-            if other.get(name) != base.get(name):
+        for name in sorted(set(stock_outcome) | set(other)):
+            if other.get(name) != stock_outcome.get(name):
                 raise ZdinitError(
                     f"selftest {name} preempt={preempt}: {kernel} "
                     f"{other.get(name)} differs from {stock} "
-                    f"{base.get(name)}")
+                    f"{stock_outcome.get(name)}")
     lines = []
-    for name in base:
-        rc, totals, failed = base[name]
+    for name in stock_outcome:
+        rc, totals, failed = stock_outcome[name]
         lines.append(f"selftest {name} preempt={preempt}: exit {rc}, "
                      f"{totals}{', failed ' + failed if failed else ''}"
                      f" on every kernel")
     return lines
 
 
-def boot_clear(target, spec, scenario, preempt, accel, log_path, label, n=1,
-         extra=None, cmdline=()):
+def boot_clear(target, spec, scenario, preempt, accel, label, extra=None,
+               cmdline=()):
     """One boot of a check (zero read-back, selftests); its checked run."""
-    args = clearing.boot_args(spec, target, scenario, preempt, n, extra, cmdline)
+    args = clearing.boot_args(spec, target, scenario, preempt, 1, extra,
+                              cmdline)
     run = boot.boot_check(target, boot.CheckGuest(
-        label, args["params"], log_path=log_path, ram_mb=args["ram_mb"],
+        label, args["params"], ram_mb=args["ram_mb"],
         cmdline=args["cmdline"], timeout_s=args["timeout_s"]), accel,
         read=clearing.parse_run)
     clearing.check_preempt(run, preempt, label)

@@ -1,6 +1,6 @@
 """The memmap equality test: every strategy against the slow path, in QEMU.
 
-Four parts, all on the patched kernel:
+Five parts, all on the patched kernel:
 - the series' KUnit suite (memremap_pages() ranges, every strategy, and a
   fast path told to skip pages), run by the kernel at boot and judged by
   the kernel's own tools/testing/kunit/kunit.py;
@@ -50,7 +50,7 @@ def check_matrix(run):
         pages, written = _geometry_pages(geometry)
         init = step.memmap[0] if len(step.memmap) == 1 else None
         if init is None or init.pages != pages or init.written != written:
-            raise ZdinitError(f"selftest {geometry} {step.labels['strategy']}"
+            raise ZdinitError(f"memmap-equality {geometry} {step.labels['strategy']}"
                               f": kernel logged {step.memmap}, expected "
                               f"{pages} pages, {written} written")
         lines.append(f"{geometry} {step.labels['strategy']}->{init.strategy}:"
@@ -62,7 +62,7 @@ def run_kunit(target, accel, logs):
     log = logs / "kunit.log"
     # The suite's own failures are kunit.py's to judge, from the log.
     boot.boot_check(target, boot.CheckGuest(
-        "selftest kunit", {"scenario": "probe"}, log_path=log,
+        "memmap-equality kunit", {"scenario": "probe"}, log_path=log,
         cmdline=("kunit.enable=1", "loglevel=7")), accel,
         refuse_splats=False)
     suites = target.kernel.base.kunit_suites
@@ -76,11 +76,11 @@ def run_module_matrix(target, accel, logs):
               "strategies": ",".join(target.strategies),
               "geometries": "+".join(g for g, _ in GEOMETRIES)}
     matrix = boot.boot_check(target, boot.CheckGuest(
-        "selftest matrix", params, log_path=logs / "matrix.log"), accel)
+        "memmap-equality matrix", params, log_path=logs / "matrix.log"), accel)
     out = check_matrix(matrix)
     problem = matrix.verify_problem()
     if problem:
-        raise ZdinitError(f"selftest: memmap verification failed: {problem}")
+        raise ZdinitError(f"memmap-equality: memmap verification failed: {problem}")
     out.append(f"module ranges: {matrix.verify['checked']} struct pages "
                f"compared with the slow path, 0 differ, 0 unchecked")
     return out
@@ -93,12 +93,12 @@ def run_skip_injection(target, accel, logs):
     # What the skipped pages do to the kernel is not this check's
     # question: only whether the memmap check catches them.
     run = boot.boot_check(target, boot.CheckGuest(
-        "selftest skip injection",
+        "memmap-equality skip injection",
         {"scenario": "verify-catches-skip", "verify": 1},
         log_path=logs / "skip.log", nvdimms=1), accel, refuse_splats=False)
     checks = [c for c in run.checks if c["name"] == "verify-catches-skip"]
     if len(checks) != 4 or any(c["result"] != "pass" for c in checks):
-        raise ZdinitError(f"selftest: the memmap check missed skipped struct "
+        raise ZdinitError(f"memmap-equality: the memmap check missed skipped struct "
                           f"pages: {checks}")
     return [f"skip injection {c['mode']} {c['strategy']}: {c['skipped']} "
             f"struct pages left unwritten, {c['caught']} caught"
@@ -135,25 +135,25 @@ def run_hotplug_verify(target, accel, logs):
               "size": HOTPLUG_SIZE, "n": 1, "zones": "movable",
               "strategies": ",".join(HOTPLUG_STRATEGIES), "timing": 1}
     run = boot.boot_check(target, boot.CheckGuest(
-        "selftest hotplug", params, log_path=logs / "hotplug.log",
+        "memmap-equality hotplug", params, log_path=logs / "hotplug.log",
         cmdline=onlining.HOTPLUG_CMDLINE, virtio_mem=HOTPLUG_SIZE), accel)
     problem = run.verify_problem()
     if problem:
-        raise ZdinitError(f"selftest hotplug: memmap verification failed: "
+        raise ZdinitError(f"memmap-equality hotplug: memmap verification failed: "
                           f"{problem}")
     try:
         checked = int(run.hotplug["hotplug_checked"])
         want = hotplug_checked_pages(run)
     except (KeyError, ValueError):
-        raise ZdinitError("selftest hotplug: the guest reported no onlined "
+        raise ZdinitError("memmap-equality hotplug: the guest reported no onlined "
                           "struct pages checked") from None
     if not want or checked != want:
-        raise ZdinitError(f"selftest hotplug: {checked} onlined struct pages "
+        raise ZdinitError(f"memmap-equality hotplug: {checked} onlined struct pages "
                           f"checked, {want} built from templates")
     skips = [c for c in run.checks if c["name"] == "hotplug-catches-skip"]
     if (len(skips) != 1 or skips[0]["result"] != "pass"
             or skips[0]["caught"] != str(HOTPLUG_SKIP)):
-        raise ZdinitError(f"selftest hotplug: the memmap check missed "
+        raise ZdinitError(f"memmap-equality hotplug: the memmap check missed "
                           f"skipped struct pages: {skips}")
     normal = [c for c in run.checks if c["name"] == "hotplug-verify-normal"]
     want = str(added_pages(run))
@@ -161,7 +161,7 @@ def run_hotplug_verify(target, accel, logs):
             or normal[0]["unchecked"] != "0"
             or normal[0]["checked"] != want
             or normal[0]["hotplug_checked"] != want):
-        raise ZdinitError(f"selftest hotplug: onlining into ZONE_NORMAL: "
+        raise ZdinitError(f"memmap-equality hotplug: onlining into ZONE_NORMAL: "
                           f"{normal}, expected {want} struct pages checked, "
                           f"0 differ, 0 unchecked")
     return [f"onlined memory ({run.hotplug['blocks']} blocks, movable, "
@@ -182,7 +182,7 @@ def altmap_specs(size):
 
 def run(target, accel, altmap):
     """altmap: altmap_specs()' RunSpecs."""
-    with tempfile.TemporaryDirectory(prefix="zdinit-selftest-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="zdinit-memmap-equality-") as tmp:
         logs = pathlib.Path(tmp)
         # Four guests with their own logs: side by side where they fit.
         parts = qemu.map_checks(lambda part: part(target, accel, logs),

@@ -1,7 +1,7 @@
 """Safety checks in the guest: data integrity, guards, churn, debug kernels.
 
 Every check runs on the stock kernel too where it can, so a difference
-between base and patched stands out in the table.
+between stock and patched stands out in the table.
 """
 import dataclasses
 import json
@@ -267,7 +267,7 @@ SAME_AS_STOCK = {
 }
 
 
-def compare_with_base(rows):
+def compare_with_stock(rows):
     """Fail a series row of a SAME_AS_STOCK check whose outcome is not
     stock's, and add a failing row for such a check that stock reported
     and a series kernel, running the same job, did not."""
@@ -320,7 +320,7 @@ def run(targets, accel, full=False):
                 + max(job.nvdimms for job in jobs)
                 * qemu.CHECK_IMAGE_BYTES):
             rows += job_rows
-        compare_with_base(rows)
+        compare_with_stock(rows)
         (partial / "safety.json").write_text(json.dumps(rows, indent=1) + "\n")
         (partial / "safety.md").write_text("# zdinit safety checks\n\n"
                                            + table(rows) + "\n")

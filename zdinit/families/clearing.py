@@ -326,6 +326,8 @@ class Clearing:
     name = "clearing"
     title = "Huge-page clearing on demand faults"
     plot_file = ""
+    shows_placement = False
+    prints_notes = True
 
     def parse(self, text):
         return parse_run(text)
@@ -371,6 +373,15 @@ class Clearing:
 
     def tables(self, runs, table):
         return [("", table(runs, HEADER, rows))]
+
+    def resummarize(self, records):
+        return resummarize(records)
+
+    def record_name(self, record):
+        # Clearing runs from before the family compared bases name none.
+        return " ".join(record[k] for k in ("base", "page", "preempt",
+                                            "kernel", "method")
+                        if record.get(k))
 
     def notes(self, results):
         legend = ("GB/s medians with p10-p90 and N: perf bench mem mmap's "

@@ -7,7 +7,8 @@ import subprocess
 import time
 
 from zdinit import paths, progress
-from zdinit.results import report, summary
+from zdinit.families import summary
+from zdinit.results import report
 from zdinit.vm import placement, qemu
 
 

@@ -184,9 +184,11 @@ def split_record(record):
 
 
 def boot_params(spec, target, n, verify, aligns):
-    """rebind.boot_params() and the zones, timing and contiguity check
-    the guest's hotplug steps ask of the kernel."""
+    """rebind.boot_params() with the strategies the kernel onlines with,
+    and the zones, timing and contiguity check the guest's hotplug steps
+    ask of the kernel."""
     params = rebind.boot_params(spec, target, n, verify, aligns)
+    params["strategies"] = ",".join(target.hotplug_strategies)
     params["zones"] = ",".join(spec.scenario.zones)
     params["timing"] = int(times_onlining(target.kernel))
     params["contiguity"] = int(target.contiguity)

@@ -39,6 +39,11 @@ class Family(Protocol):
     name: str                   # in results and on the command line
     title: str                  # the heading of its part of summary.md
     plot_file: str              # where plot() draws, "" for no plot
+    # Whether summary.md shows where the kernels' timed functions sit
+    # (placement.py), and whether a command prints the notes after the
+    # tables as well as summary.md.
+    shows_placement: bool
+    prints_notes: bool
 
     def parse(self, text: str) -> Run:
         """The guest's console read into a run."""
@@ -71,7 +76,16 @@ class Family(Protocol):
         """spec in a few words, for a refusal."""
 
     def owns(self, record: Record) -> bool:
-        """Whether a results.json record is this family's."""
+        """Whether a results.json record is this family's; no record is
+        two families' (registry.owner())."""
+
+    def resummarize(self, records: list[Record]) -> list[Record]:
+        """records, in their order, with every summary field computed
+        again from their samples: the one computation of them."""
+
+    def record_name(self, record: Record) -> str:
+        """The record's row name in the tables, then its kernel and
+        method: what a stale summary is reported by."""
 
     def runs_of(self, results: dict) -> list[Record]:
         """This family's records of a results.json, as tables() takes

@@ -12,11 +12,9 @@ from zdinit.errors import ZdinitError
 
 
 def boot_params(spec, target, n, verify, aligns):
-    strategies = (target.hotplug_strategies if spec.scenario.hotplug
-                  else target.strategies)
     params = {"scenario": spec.scenario.name, "size": spec.size, "n": n,
               "align": ",".join(a for a in aligns if a) or "2M",
-              "strategies": ",".join(strategies)}
+              "strategies": ",".join(target.strategies)}
     if verify:
         params["verify"] = 1
     return params
@@ -202,6 +200,8 @@ class Rebind:
     name = "rebind"
     title = "ZONE_DEVICE memmap initialisation per rebind"
     plot_file = "bench.png"
+    shows_placement = True
+    prints_notes = False
 
     def parse(self, text):
         return console.parse(text)
@@ -253,6 +253,12 @@ class Rebind:
 
     def runs_of(self, results):
         return [r for r in results["runs"] if self.owns(r)]
+
+    def resummarize(self, records):
+        return resummarize(records)
+
+    def record_name(self, record):
+        return f"{row_label(record)} {record['kernel']} {record['strategy']}"
 
     def tables(self, runs, table):
         return [("", table(runs, HEADER, rows))]

@@ -8,10 +8,11 @@ protocol.Family describes:
 - clearing: huge pages demand-faulted, GB/s by zdclear and by perf bench
   mem mmap (guest/clear.sh).
 
-loop.py runs them; results/summary.py shows their records.
+loop.py runs them; summary.py shows their records.
 """
 from zdinit.families import clearing, onlining, rebind, scenarios
 from zdinit.families.protocol import Family
+from zdinit.errors import ZdinitError
 
 REBIND: Family = rebind.REBIND
 ONLINING: Family = onlining.ONLINING
@@ -23,4 +24,22 @@ def of_spec(spec):
     """The family a planned spec belongs to."""
     if isinstance(spec, scenarios.ClearSpec):
         return CLEARING
-    return next(f for f in FAMILIES if f.name == spec.scenario.family)
+    return named(spec.scenario.family)
+
+
+def named(name):
+    """The family called name."""
+    for family in FAMILIES:
+        if family.name == name:
+            return family
+    raise ZdinitError(f"no family is called '{name}'; the families are "
+                      + ", ".join(f.name for f in FAMILIES))
+
+
+def owner(record):
+    """The one family whose record a results.json record is."""
+    owners = [family for family in FAMILIES if family.owns(record)]
+    if len(owners) != 1:
+        raise ZdinitError(f"a record is owned by {len(owners)} families, "
+                          f"not 1: {sorted(record)}")
+    return owners[0]

@@ -447,7 +447,21 @@ def build(variant, base, contiguity=False):
     kernel = build_tree(name, tree, fragments, base)
     kernel.variant = variant    # the name tables and logs use
     kernel.base = base
+    forget_former_directories(variant, base, contiguity)
     return kernel
+
+
+def forget_former_directories(variant, base, contiguity):
+    """Remove the work directory the kernel had under a first name: its
+    tree and build are stale copies of what was just built."""
+    suffix = "+contiguity" if contiguity else ""
+    for former in names_of(variant)[1:]:
+        old = cache.src_dir(f"{base.name}/{former}{suffix}").parent
+        if old.is_dir():
+            progress.say(f"removing {old}: kernel '{former}' is now "
+                         f"'{variant}', built in "
+                         f"{old.parent / (variant + suffix)}")
+            shutil.rmtree(old)
 
 
 def build_arch(name, tree, fragments, base, arch, targets, werror=False):

@@ -27,7 +27,7 @@ from zdinit.errors import ZdinitError
 
 
 @dataclasses.dataclass(frozen=True)
-class Boot:
+class KunitBoot:
     """How a target's kernel is booted under TCG to run KUnit."""
     qemu: str
     package: str
@@ -39,30 +39,34 @@ class Boot:
 
 
 @dataclasses.dataclass(frozen=True)
-class Target:
+class CrossTarget:
+    """An architecture the ZONE_DEVICE series is built for, and how."""
     arch: build.Arch
     fragments: tuple
     # None: only the directories of the C files the series changes are
     # compiled; else the whole kernel is built and booted to run KUnit.
-    boot: Boot | None
+    boot: KunitBoot | None
     what: str           # for --help
 
 
 TARGETS = {t.arch.name: t for t in (
-    Target(build.Arch("arm64", "aarch64-linux-gnu-", "gcc-aarch64-linux-gnu",
-                      "arch/arm64/boot/Image"), ("arm64",),
-           Boot("qemu-system-aarch64", "qemu-system-arm",
-                ("-M", "virt", "-cpu", "max"), "ttyAMA0", "poweroff"),
-           "built and booted, KUnit"),
-    Target(build.Arch("x86_64", "", "build-essential",
-                      "arch/x86/boot/bzImage"), ("kunit-x86",),
-           Boot("qemu-system-x86_64", "qemu-system-x86", ("-cpu", "max"),
-                "ttyS0", "reboot"),
-           "a small KUnit kernel, about half the objects of the "
-           "harness's, built and booted; one CPU, so one case skips"),
-    Target(build.Arch("i386", "i686-linux-gnu-", "gcc-i686-linux-gnu",
-                      "arch/x86/boot/bzImage"), ("i386",), None,
-           "the changed C files' directories compiled"),
+    CrossTarget(
+        build.Arch("arm64", "aarch64-linux-gnu-", "gcc-aarch64-linux-gnu",
+                   "arch/arm64/boot/Image"), ("arm64",),
+        KunitBoot("qemu-system-aarch64", "qemu-system-arm",
+                  ("-M", "virt", "-cpu", "max"), "ttyAMA0", "poweroff"),
+        "built and booted, KUnit"),
+    CrossTarget(
+        build.Arch("x86_64", "", "build-essential", "arch/x86/boot/bzImage"),
+        ("kunit-x86",),
+        KunitBoot("qemu-system-x86_64", "qemu-system-x86", ("-cpu", "max"),
+                  "ttyS0", "reboot"),
+        "a small KUnit kernel, about half the objects of the harness's, "
+        "built and booted; one CPU, so one case skips"),
+    CrossTarget(
+        build.Arch("i386", "i686-linux-gnu-", "gcc-i686-linux-gnu",
+                   "arch/x86/boot/bzImage"), ("i386",), None,
+        "the changed C files' directories compiled"),
 )}
 # What check-series builds beyond the prefixes unless told otherwise.
 DEFAULT_TARGETS = ("arm64", "i386")

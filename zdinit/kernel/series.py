@@ -100,7 +100,7 @@ def prerequisite_lines(base_name, stack, part_name):
     whenever a patch of those parts changes, e.g. from the repository's
     root:
 
-        python3 -c 'from zdinit import series
+        python3 -c 'from zdinit.kernel import series
         print(series.prerequisite_lines("7.3", "zone-device",
                                        "parallel"),
               end="")'

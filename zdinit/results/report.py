@@ -1,5 +1,5 @@
 """Results directories and the table, summary and plot primitives every
-family's report is made of (families.py puts them together)."""
+family's report is made of (families/summary.py puts them together)."""
 import datetime
 import itertools
 import json

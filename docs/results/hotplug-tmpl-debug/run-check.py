@@ -6,10 +6,10 @@ import sys
 
 from zdinit import cli
 from zdinit.checks import memmap_equality
-from zdinit.vm import qemu
+from zdinit.kernel import bases, under_test
 
-target = cli.prepare_target("debug", cli.STRATEGIES)
-accel, _ = qemu.choose_accel(target.kernel, target.initrd)
+(target,), accel, _ = under_test.prepare(
+    [cli.wanted("debug", bases.get(bases.DEFAULT), cli.STRATEGIES)])
 logs = pathlib.Path(sys.argv[1])
 logs.mkdir(parents=True, exist_ok=True)
 print("\n".join(memmap_equality.run_hotplug_verify(target, accel, logs)))

@@ -4,11 +4,11 @@ import sys
 
 from zdinit import cli
 from zdinit.checks import safety
-from zdinit.vm import qemu
+from zdinit.kernel import bases, under_test
 
 job = next(j for j in safety.FULL if j.scenario == "hotplug-tracepoint")
-target = cli.prepare_target("trace", cli.STRATEGIES)
-accel, _ = qemu.choose_accel(target.kernel, target.initrd)
+(target,), accel, _ = under_test.prepare(
+    [cli.wanted("trace", bases.get(bases.DEFAULT), cli.STRATEGIES)])
 logs = pathlib.Path(sys.argv[1])
 logs.mkdir(parents=True, exist_ok=True)
 for row in safety.run_job(job, target, accel, logs):

@@ -30,7 +30,7 @@ def selftests_row(stock_rows, target, accel, logs):
         rows += safety.run_job(JOB, target, accel, logs)
     except ZdinitError as err:
         return f"error: {err}"
-    safety.compare_with_base(rows)
+    safety.compare_with_stock(rows)
     return [(r["check"], r["passed"], r["detail"]) for r in rows
             if r["kernel"] == target.kernel.variant]
 

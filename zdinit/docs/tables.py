@@ -40,8 +40,9 @@ import math
 import re
 
 from zdinit import paths
-from zdinit.families import clearing, rebind, registry
-from zdinit.results import report, summary
+from zdinit.families import registry
+from zdinit.families import summary
+from zdinit.results import report
 from zdinit.errors import UsageError, ZdinitError
 
 
@@ -102,13 +103,12 @@ def provenance(run):
 def resummarized(runs):
     """runs, in their order, with every summary field computed again from
     their samples by their family's own code."""
-    cleared = [registry.CLEARING.owns(r) for r in runs]
+    owners = [registry.owner(r) for r in runs]
     # Each family's records come back in their order: take them in turn.
-    fresh = {True: iter(clearing.resummarize(
-                 [r for r, c in zip(runs, cleared) if c])),
-             False: iter(rebind.resummarize(
-                 [r for r, c in zip(runs, cleared) if not c]))}
-    return [next(fresh[c]) for c in cleared]
+    fresh = {family.name: iter(family.resummarize(
+                 [r for r, owner in zip(runs, owners) if owner is family]))
+             for family in registry.FAMILIES}
+    return [next(fresh[owner.name]) for owner in owners]
 
 
 @functools.lru_cache(maxsize=64)
@@ -143,13 +143,7 @@ ABSENT = "absent"
 def record_name(record):
     """'7.3 1G none clear stream', 'kmem movable mom: online wall patched
     auto': the row's name in the tables, then its kernel and method."""
-    if registry.CLEARING.owns(record):
-        # Clearing runs from before the family compared bases name none.
-        return " ".join(record[k] for k in ("base", "page", "preempt",
-                                            "kernel", "method")
-                        if record.get(k))
-    return f"{rebind.row_label(record)} {record['kernel']} " \
-        f"{record['strategy']}"
+    return registry.owner(record).record_name(record)
 
 
 def _number(value):
@@ -214,9 +208,9 @@ def check_summaries():
     stale = stale_summaries()
     if stale:
         raise ZdinitError("stored summaries differ from their samples: "
-                          + "; ".join(stale) + " (python3 -c 'from zdinit "
-                          "import docs; docs.regenerate(\"RUN\")' rewrites "
-                          "them from the samples)")
+                          + "; ".join(stale) + " (python3 -c 'from zdinit.docs "
+                          "import tables; tables.regenerate(\"RUN\")' "
+                          "rewrites them from the samples)")
 
 
 def regenerate(run):

@@ -38,7 +38,7 @@ import re
 import subprocess
 
 from zdinit import paths
-from zdinit.results import docs
+from zdinit.docs import tables
 
 
 # Unit words -> (kind, scale to the kind's base unit: seconds, bytes, 1).
@@ -159,7 +159,7 @@ def _prose_lines(page_text):
     line."""
     lines = page_text.splitlines()
     table_runs = {}
-    for match in docs.MARKER.finditer(page_text):
+    for match in tables.MARKER.finditer(page_text):
         first = page_text.count("\n", 0, match.start())
         last = page_text.count("\n", 0, match.end())
         table_runs[first] = match["spec"].split()[0]
@@ -323,8 +323,8 @@ def evidence(run):
                 found.add_json(item)
         if (paths.COMMITTED_RESULTS / run / "table.py").is_file():
             # What the run's own table script computes from its samples.
-            found.add_text(docs.RENDERERS["script"](
-                docs.provenance(run), paths.COMMITTED_RESULTS / run))
+            found.add_text(tables.RENDERERS["script"](
+                tables.provenance(run), paths.COMMITTED_RESULTS / run))
         _EVIDENCE[run] = found
     return _EVIDENCE[run]
 
@@ -417,7 +417,7 @@ def unbacked(pages=None):
     """Every quantity of the pages' prose that neither a run nor its
     arithmetic gives, one line each."""
     problems = []
-    for page in pages or docs.pages():
+    for page in pages or tables.pages():
         for block in blocks(page):
             for quantity in quantities(block.text):
                 why = check_quantity(quantity, block)
@@ -429,7 +429,7 @@ def unbacked(pages=None):
 def missing_commits(pages=None):
     """Commits the pages cite that the repository's history lacks."""
     problems = []
-    for page in pages or docs.pages():
+    for page in pages or tables.pages():
         for i, line in enumerate(page.read_text().splitlines(), 1):
             for word in COMMIT.findall(line):
                 if not (re.search(r"\d", word) and re.search("[a-f]", word)):

@@ -24,7 +24,7 @@ def tables(results, table=report.markdown_table):
 def summary_md(results):
     present = tables(results)
     lines = ["# zdinit results", "", *report.header_lines(
-        results, placement=any(f is not registry.CLEARING for f, _, _ in present))]
+        results, placement=any(f.shows_placement for f, _, _ in present))]
     for family, family_tables, notes in present:
         lines += ["", f"## {family.title}", ""]
         lines += [note + "\n" for note in notes]
@@ -39,7 +39,7 @@ def text_report(results):
     for family, family_tables, notes in tables(results, report.text_table):
         for title, text in family_tables:
             parts.append(f"{title}:\n\n{text}" if title else text)
-        if family is registry.CLEARING:
+        if family.prints_notes:
             parts += notes
     return "\n\n".join(parts)
 
