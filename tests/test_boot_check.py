@@ -6,7 +6,7 @@ import types
 import pytest
 
 from zdinit.checks import boot
-from zdinit.vm import qemu
+from zdinit.vm import guest as vm_guest, qemu
 from zdinit.errors import ZdinitError
 
 TARGET = types.SimpleNamespace(kernel="k", initrd="i")
@@ -28,12 +28,12 @@ def test_a_splat_fails_the_check_naming_the_guest(monkeypatch):
     monkeypatch.setattr(qemu, "boot", fake_boot(SPLAT, []))
     with pytest.raises(ZdinitError, match="my check: kernel reported: "
                        ".*WARNING"):
-        boot.boot_check(TARGET, boot.CheckGuest("my check", {}), "tcg")
+        boot.boot_check(TARGET, boot.Guest("my check", {}), "tcg")
 
 
 def test_a_check_that_reports_splats_itself_gets_them(monkeypatch):
     monkeypatch.setattr(qemu, "boot", fake_boot(SPLAT, []))
-    run = boot.boot_check(TARGET, boot.CheckGuest("my check", {}), "tcg",
+    run = boot.boot_check(TARGET, boot.Guest("my check", {}), "tcg",
                           refuse_splats=False)
     assert run.splats and "WARNING" in run.splats[0]
 
@@ -42,7 +42,7 @@ def test_the_guest_gets_its_images_for_the_boot_only(monkeypatch):
     seen = []
     monkeypatch.setattr(qemu, "boot",
                         fake_boot("@@zdinit end rc=0", seen))
-    guest = boot.CheckGuest("imaged", {"scenario": "x"}, nvdimms=2,
+    guest = boot.Guest("imaged", {"scenario": "x"}, images=vm_guest.check_images(2),
                             cmdline=("a=1",), virtio_mem=1 << 30)
     boot.boot_check(TARGET, guest, "kvm")
     (call,) = seen

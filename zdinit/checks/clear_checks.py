@@ -154,7 +154,7 @@ def boot_clear(target, spec, scenario, preempt, accel, label, extra=None,
     """One boot of a check (zero read-back, selftests); its checked run."""
     args = clearing.boot_args(spec, target, scenario, preempt, 1, extra,
                               cmdline)
-    run = boot.boot_check(target, boot.CheckGuest(
+    run = boot.boot_check(target, boot.Guest(
         label, args["params"], ram_mb=args["ram_mb"],
         cmdline=args["cmdline"], timeout_s=args["timeout_s"]), accel,
         read=clearing.parse_run)

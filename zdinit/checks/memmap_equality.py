@@ -19,7 +19,7 @@ from zdinit.checks import boot
 from zdinit.families import loop, onlining, registry, scenarios
 from zdinit.kernel import kunit
 from zdinit.units import GiB, MiB
-from zdinit.vm import qemu
+from zdinit.vm import guest as vm_guest, qemu
 from zdinit.errors import ZdinitError
 
 # Each geometry is type:size_mb:offset_mb:shift.  Offsets of 2 MiB start the ranges off
@@ -61,7 +61,7 @@ def check_matrix(run):
 def run_kunit(target, accel, logs):
     log = logs / "kunit.log"
     # The suite's own failures are kunit.py's to judge, from the log.
-    boot.boot_check(target, boot.CheckGuest(
+    boot.boot_check(target, boot.Guest(
         "memmap-equality kunit", {"scenario": "probe"}, log_path=log,
         cmdline=("kunit.enable=1", "loglevel=7")), accel,
         refuse_splats=False)
@@ -75,7 +75,7 @@ def run_module_matrix(target, accel, logs):
     params = {"scenario": "memremap-matrix", "verify": 1,
               "strategies": ",".join(target.strategies),
               "geometries": "+".join(g for g, _ in GEOMETRIES)}
-    matrix = boot.boot_check(target, boot.CheckGuest(
+    matrix = boot.boot_check(target, boot.Guest(
         "memmap-equality matrix", params, log_path=logs / "matrix.log"), accel)
     out = check_matrix(matrix)
     problem = matrix.verify_problem()
@@ -92,10 +92,11 @@ def run_skip_injection(target, accel, logs):
     leaves some unwritten."""
     # What the skipped pages do to the kernel is not this check's
     # question: only whether the memmap check catches them.
-    run = boot.boot_check(target, boot.CheckGuest(
+    run = boot.boot_check(target, boot.Guest(
         "memmap-equality skip injection",
         {"scenario": "verify-catches-skip", "verify": 1},
-        log_path=logs / "skip.log", nvdimms=1), accel, refuse_splats=False)
+        log_path=logs / "skip.log", images=vm_guest.check_images(1)),
+        accel, refuse_splats=False)
     checks = [c for c in run.checks if c["name"] == "verify-catches-skip"]
     if len(checks) != 4 or any(c["result"] != "pass" for c in checks):
         raise ZdinitError(f"memmap-equality: the memmap check missed skipped struct "
@@ -134,7 +135,7 @@ def run_hotplug_verify(target, accel, logs):
     params = {"scenario": "hotplug-verify", "verify": 1,
               "size": HOTPLUG_SIZE, "n": 1, "zones": "movable",
               "strategies": ",".join(HOTPLUG_STRATEGIES), "timing": 1}
-    run = boot.boot_check(target, boot.CheckGuest(
+    run = boot.boot_check(target, boot.Guest(
         "memmap-equality hotplug", params, log_path=logs / "hotplug.log",
         cmdline=onlining.HOTPLUG_CMDLINE, virtio_mem=HOTPLUG_SIZE), accel)
     problem = run.verify_problem()

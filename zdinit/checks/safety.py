@@ -12,7 +12,7 @@ from zdinit.checks import boot
 from zdinit.families import onlining, scenarios
 from zdinit.kernel import build
 from zdinit.results import report
-from zdinit.vm import qemu
+from zdinit.vm import guest as vm_guest, qemu
 from zdinit.units import GiB, MiB
 from zdinit.errors import ZdinitError
 
@@ -214,11 +214,12 @@ def run_job(job, kernel_target, accel, logs):
     if verify:
         params["verify"] = 1
     # The splats are a row of the table, not an error.
-    run = boot.boot_check(kernel_target, boot.CheckGuest(
+    run = boot.boot_check(kernel_target, boot.Guest(
         label, params,
         log_path=logs / f"{job.scenario}-{kernel_target.kernel.variant}.log",
         ram_mb=job.ram_mb,
-        nvdimms=0 if job.scenario == "devprivate-too-large" else job.nvdimms,
+        images=vm_guest.check_images(
+            0 if job.scenario == "devprivate-too-large" else job.nvdimms),
         labels=job.labels, virtio_mem=job.virtio_mem,
         cmdline=job.cmdline + (onlining.HOTPLUG_CMDLINE if job.virtio_mem
                                else ()),

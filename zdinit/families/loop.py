@@ -1,7 +1,6 @@
 """The one run loop of every measured family (protocol.py): the host check
 before anything heavy, the boots interleaved round by round, and the
 results directory that is published whole or marked failed."""
-import contextlib
 import os
 import subprocess
 import time
@@ -9,7 +8,7 @@ import time
 from zdinit import paths, progress
 from zdinit.families import summary
 from zdinit.results import report
-from zdinit.vm import placement, qemu
+from zdinit.vm import guest as vm_guest, placement, qemu
 
 
 
@@ -64,19 +63,13 @@ def boot_once(family, spec, target, variation, round_share, accel, logs_dir,
     plan = family.boot(spec, target, variation, share, verify)
     label = f"{plan.label} round {r}/{rounds}"
     progress.say(f"{label}: booting ({plan.what})")
-    with contextlib.ExitStack() as stack:
-        nvdimms = []
-        if plan.nvdimm_bytes:
-            image = stack.enter_context(qemu.SparseImage(
-                plan.nvdimm_bytes, plan.touched_bytes,
-                f"{plan.log_name}-r{r}"))
-            nvdimms = [(image.path, image.size)]
-        boot = qemu.boot(
-            target.kernel, target.initrd, plan.params, accel,
-            ram_mb=plan.ram_mb, nvdimms=nvdimms, timeout_s=plan.timeout_s,
-            log_path=logs_dir / f"{plan.log_name}-r{r}.log", label=label,
-            cmdline=plan.cmdline, virtio_mem=plan.virtio_mem)
-    result = family.parse(boot.log)
+    result = vm_guest.boot(target, vm_guest.Guest(
+        label, plan.params, ram_mb=plan.ram_mb,
+        images=(((plan.nvdimm_bytes, plan.touched_bytes),)
+                if plan.nvdimm_bytes else ()),
+        virtio_mem=plan.virtio_mem, cmdline=plan.cmdline,
+        timeout_s=plan.timeout_s,
+        log_path=logs_dir / f"{plan.log_name}-r{r}.log"), accel, family.parse)
     family.check(spec, result, label, target, variation, share, verify)
     return result
 

@@ -281,9 +281,6 @@ class Onlining(rebind.Rebind):
     def records(self, samples, specs):
         return runs_table(samples, specs)
 
-    def owns(self, record):
-        return bool(record.get("metric"))
-
     def tables(self, runs, table):
         shown = [r for r in runs if r["metric"] in TABLE_METRICS]
         return [("", table(shown, rebind.HEADER, rebind.rows)),

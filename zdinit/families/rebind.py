@@ -249,7 +249,9 @@ class Rebind:
         return f"{spec.scenario.name} at {scenarios.size_text(spec.size)}"
 
     def owns(self, record):
-        return "method" not in record and not record.get("metric")
+        """A record of a scenario this family runs (Scenario.family)."""
+        scenario = scenarios.SCENARIOS.get(record.get("scenario", ""))
+        return scenario is not None and scenario.family == self.name
 
     def runs_of(self, results):
         return [r for r in results["runs"] if self.owns(r)]

@@ -105,7 +105,7 @@ def vectors_text(order0, compound_2m, compound_1g, release):
 def capture_vectors(target, accel):
     geometries = ["generic:130:0:0:1", "generic:1024:0:9:1",
                   "generic:2048:0:18:1"]
-    steps = boot.boot_check(target, boot.CheckGuest(
+    steps = boot.boot_check(target, boot.Guest(
         "capture vectors", {"scenario": "memremap-matrix",
                             "strategies": "default",
                             "geometries": "+".join(geometries)},
