@@ -1,4 +1,4 @@
-"""The hotplug family: the timing patch's lines, the checks and the tables."""
+"""The onlining family: the timing patch's lines, the checks and the tables."""
 import re
 import types
 

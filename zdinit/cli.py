@@ -286,7 +286,7 @@ def validate_bench(args):
     if hotplug_only:
         other = [s.scenario.name for s in specs if not s.scenario.hotplug]
         if other:
-            raise UsageError(f"--kernels {hotplug_only[0]} is for the hotplug "
+            raise UsageError(f"--kernels {hotplug_only[0]} is for the onlining "
                              "scenarios (kmem, virtio-mem), not "
                              + ", ".join(other))
     return specs

@@ -104,7 +104,7 @@ SCENARIOS = {s.name: s for s in [
              zones=("movable", "normal"), virtio_mem=True),
 ]}
 # What "bench" runs when no --scenarios is given: the ZONE_DEVICE memmap
-# scenarios.  The hotplug family is asked for by name.
+# scenarios.  The onlining family's are asked for by name.
 DEFAULT_BENCH = tuple(name for name, sc in SCENARIOS.items()
                       if sc.family == "rebind")
 

@@ -12,7 +12,7 @@ from zdinit.vm import qemu
 class KernelUnderTest:
     """One kernel under test and the strategies it runs in each boot:
     strategies for ZONE_DEVICE scenarios, hotplug_strategies for the
-    hotplug family (patched: onlining follows the same knob); contiguity:
+    onlining family (patched: onlining follows the same knob); contiguity:
     the kernel has the contiguity check, which the guest runs."""
     kernel: object
     initrd: pathlib.Path
