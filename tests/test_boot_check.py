@@ -42,8 +42,9 @@ def test_the_guest_gets_its_images_for_the_boot_only(monkeypatch):
     seen = []
     monkeypatch.setattr(qemu, "boot",
                         fake_boot("@@zdinit end rc=0", seen))
-    guest = boot.Guest("imaged", {"scenario": "x"}, images=vm_guest.check_images(2),
-                            cmdline=("a=1",), virtio_mem=1 << 30)
+    guest = boot.Guest("imaged round 1/2", {"scenario": "x"},
+                       images=vm_guest.check_images(2),
+                       cmdline=("a=1",), virtio_mem=1 << 30)
     boot.boot_check(TARGET, guest, "kvm")
     (call,) = seen
     assert call["images_exist"] == [True, True]
@@ -51,4 +52,4 @@ def test_the_guest_gets_its_images_for_the_boot_only(monkeypatch):
     assert not any(os.path.exists(p) for p, _ in call["nvdimms"])
     assert (call["params"], call["accel"], call["cmdline"],
             call["virtio_mem"], call["label"]) == (
-        {"scenario": "x"}, "kvm", ("a=1",), 1 << 30, "imaged")
+        {"scenario": "x"}, "kvm", ("a=1",), 1 << 30, "imaged round 1/2")

@@ -4,6 +4,7 @@ families' run loop and every check boot through boot()."""
 import contextlib
 import dataclasses
 import pathlib
+import re
 from typing import Callable
 
 from zdinit.vm import qemu
@@ -33,10 +34,13 @@ def check_images(count):
 def boot(target, guest: Guest, accel: str, read: Callable):
     """Boot guest on target (a kernel.under_test.KernelUnderTest); its
     console as read() reads it."""
+    # The files are named after the label, which may hold any character
+    # ("round 1/2"): only what a file name can.
+    tag = re.sub(r"[^A-Za-z0-9._-]+", "-", guest.label)
     with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(qemu.SparseImage(
-            size, touched, f"{guest.label.replace(' ', '-')}-{i}"))
-            for i, (size, touched) in enumerate(guest.images)]
+        files = [stack.enter_context(qemu.SparseImage(size, touched,
+                                                      f"{tag}-{i}"))
+                 for i, (size, touched) in enumerate(guest.images)]
         result = qemu.boot(target.kernel, target.initrd, guest.params, accel,
                            ram_mb=guest.ram_mb,
                            nvdimms=[(f.path, f.size) for f in files],
