@@ -4,7 +4,6 @@ families' run loop and every check boot through boot()."""
 import contextlib
 import dataclasses
 import pathlib
-import re
 from typing import Callable
 
 from zdinit.vm import qemu
@@ -34,12 +33,9 @@ def check_images(count):
 def boot(target, guest: Guest, accel: str, read: Callable):
     """Boot guest on target (a kernel.under_test.KernelUnderTest); its
     console as read() reads it."""
-    # The files are named after the label, which may hold any character
-    # ("round 1/2"): only what a file name can.
-    tag = re.sub(r"[^A-Za-z0-9._-]+", "-", guest.label)
     with contextlib.ExitStack() as stack:
         files = [stack.enter_context(qemu.SparseImage(size, touched,
-                                                      f"{tag}-{i}"))
+                                                      f"{guest.label}-{i}"))
                  for i, (size, touched) in enumerate(guest.images)]
         result = qemu.boot(target.kernel, target.initrd, guest.params, accel,
                            ram_mb=guest.ram_mb,

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import tempfile
@@ -274,7 +275,9 @@ class SparseImage:
 
     def __init__(self, size, touched_bytes, tag):
         self.directory = image_dir(touched_bytes)
-        self.tag = tag
+        # Part of a file name: a tag made of a label ("round 1/2") keeps
+        # only what a file name can hold.
+        self.tag = re.sub(r"[^A-Za-z0-9._-]+", "-", tag)
         self.size = size
         self.path = None
 
