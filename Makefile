@@ -6,6 +6,9 @@ PYTHON ?= /usr/bin/python3
 ZDINIT := $(PYTHON) -m zdinit
 # BASE=6.12 runs a target on the backport instead of the default base (7.3).
 BASE_OPTION := $(if $(BASE),--base $(BASE))
+# The targets that run every base's checks, or none, refuse a BASE they
+# would otherwise ignore.
+NO_BASE = $(if $(BASE),$(error make $@ takes no BASE: it covers every base or none; BASE is for setup, bench, bench-clear, memmap-equality, safety and check-series))
 
 .PHONY: setup bench bench-clear test test-full test-unit lint lab memmap-equality selftest safety check-series docs clean
 
@@ -29,7 +32,7 @@ bench:
 # memmap equality test with KUnit, the safety checks.  The 6.12
 # backport: both series applied and checkpatch'd.
 test:
-	$(ZDINIT) test
+	$(NO_BASE)$(ZDINIT) test
 
 # Everything in 'test' plus each prefix of 7.3's ZONE_DEVICE series
 # built, the whole series for arm64 booting its KUnit suite, each prefix
@@ -48,16 +51,16 @@ test:
 # on the clear series' KASAN/lockdep kernel and, for 2M THP, on its KMSAN
 # kernel (a clang build; three times the guest memory).
 test-full:
-	$(ZDINIT) test --full
+	$(NO_BASE)$(ZDINIT) test --full
 
 # Unit and lab tests alone: pytest and a C compiler, no kernel, no cache.
 test-unit:
-	$(ZDINIT) test --unit
+	$(NO_BASE)$(ZDINIT) test --unit
 
 # pyflakes over every Python file and mypy (mypy.ini) over the harness;
 # every test selection runs it first.
 lint:
-	$(ZDINIT) lint
+	$(NO_BASE)$(ZDINIT) lint
 
 # Huge-page clearing: stock vs the clear series of the base (7.3 by default).
 # Its 8 GiB of 2M and 1G pages need a 12.5 GiB guest: about 13.5 GiB of
@@ -69,7 +72,7 @@ bench-clear:
 # source, no cache lock.  LAB_ARGS=--reserve-hugetlb lets the clearing
 # sweep grow the hugetlb pools.
 lab:
-	$(ZDINIT) lab $(LAB_ARGS)
+	$(NO_BASE)$(ZDINIT) lab $(LAB_ARGS)
 
 # Every strategy's memmap against the slow path's, byte for byte, in
 # QEMU; 'selftest' is its first name.
@@ -86,7 +89,7 @@ check-series:
 
 # The results tables of README.md and docs/, rendered from docs/results/.
 docs:
-	$(ZDINIT) docs
+	$(NO_BASE)$(ZDINIT) docs
 
 clean:
-	$(MAKE) -C lab clean
+	$(NO_BASE)$(MAKE) -C lab clean

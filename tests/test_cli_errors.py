@@ -43,7 +43,7 @@ def run_zdinit(cache, *args, **env):
     # A value starting with '-' is refused for what it is, in the units
     # typed, not with argparse's "expected one argument".
     (["bench", "--size", "-1G"], "bad size '-1G'"),
-    (["bench", "--size", "1100M"], "fsdax-dev: size 1100M must be a "
+    (["bench", "--size", "1100M"], "error: --size 1100M must be a "
      "multiple of 128M between 256M and 1T"),
     (["bench", "--size", "2T"], "size 2T must be a multiple of 128M "
      "between 256M and 1T"),
@@ -81,7 +81,7 @@ def run_zdinit(cache, *args, **env):
     (["bench", "--scenarios", "fsdax-dev", "--align", "7M"],
      "unknown alignment '7M'"),
     (["bench", "--scenarios", "devdax-mem", "--size", "1G", "--align", "1G"],
-     "align 1G needs a size"),
+     "--size 1G must be a multiple of 1G and at least 2G for --align 1G"),
     # Options that would be dropped unseen: --align where no devdax rebind
     # scenario runs (kmem onlines at its default alignment), --strategies
     # where no kernel has the series' strategies.
@@ -108,7 +108,8 @@ def run_zdinit(cache, *args, **env):
      "kernel 'patched' given twice"),
     (["selftest", "--size", "0"], "size 0 must be a multiple of 128M"),
     (["selftest", "--size", "3X"], "bad size '3X'"),
-    (["selftest", "--size", "1G"], "align 1G needs a size"),
+    (["selftest", "--size", "1G"], "--size 1G must be a multiple of 1G and "
+     "at least 2G for devdax-dev's 1G alignment"),
     (["build", "debug9"], "unknown kernel 'debug9'"),
     (["build", ""], "unknown kernel ''"),
     (["build", "base", "base"], "a kernel is given twice"),

@@ -82,9 +82,16 @@ class CommaList:
                 one_of(self.what, self.choices, item)
             if items.count(item) > 1:
                 raise argparse.ArgumentTypeError(
-                    f"{self.what} '{item}' given twice")
+                    f"{self.what} '{item}' given twice in '{text}'")
         return [self.each(item) for item in items]
 
+
+
+def plain_threads(strategy):
+    """'auto@01' as 'auto@1', so that a strategy given twice in two
+    spellings is seen as given twice."""
+    name, at, threads = strategy.partition("@")
+    return f"{name}@{int(threads)}" if at and threads.isdigit() else strategy
 
 
 def kernel_choice(choices):
@@ -445,21 +452,57 @@ def cmd_capture_vectors(args):
 _GIVEN = "_zdinit_options_given"
 
 
+def given_once(action, namespace):
+    """Refuse an option given a second time in one parse: argparse would
+    keep the last value and drop the others without a word (--size 4G
+    --size 8G), or take a flag twice (--full --full)."""
+    given = vars(namespace).setdefault(_GIVEN, set())
+    if action.option_strings:
+        if action.dest in given:
+            raise argparse.ArgumentError(
+                action, "given more than once; give it once"
+                + (", with a comma list of them all"
+                   if isinstance(action.type, CommaList) else ""))
+        given.add(action.dest)
+
+
 class SingleValue(argparse.Action):
     """argparse's plain store, for every argument of every command, except
-    that an option given twice is refused: argparse would keep the last
-    value and drop the others without a word (--size 4G --size 8G)."""
+    that an option given twice is refused (given_once)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        given = vars(namespace).setdefault(_GIVEN, set())
-        if self.option_strings:
-            if self.dest in given:
-                raise argparse.ArgumentError(
-                    self, "given more than once; give it once"
-                    + (", with a comma list of them all"
-                       if isinstance(self.type, CommaList) else ""))
-            given.add(self.dest)
+        given_once(self, namespace)
         setattr(namespace, self.dest, values)
+
+
+class SingleFlag(argparse._StoreTrueAction):
+    """argparse's store_true, refused the second time (given_once)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        given_once(self, namespace)
+        super().__call__(parser, namespace, values, option_string)
+
+
+def revision():
+    """The checkout's revision as git describes it, or why there is none."""
+    try:
+        proc = subprocess.run(["git", "-C", str(paths.ROOT), "describe",
+                               "--always", "--dirty", "--abbrev=12"],
+                              capture_output=True, text=True)
+    except FileNotFoundError:
+        return "unknown (git is not installed)"
+    return proc.stdout.strip() or "unknown (not a git checkout)"
+
+
+class Version(argparse.Action):
+    """--version: the revision, found only when asked for."""
+
+    def __init__(self, option_strings, dest, help=None):
+        super().__init__(option_strings, dest, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"zdinit {revision()}")
+        parser.exit(0)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -467,15 +510,39 @@ class OneLineParser(argparse.ArgumentParser):
     argument added without an action is a SingleValue."""
 
     def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+        # No abbreviations: '--si 4G' is not '--size 4G'.
+        super().__init__(*args, **dict(kwargs, allow_abbrev=False))
         # Registered for each parser: every subcommand's parser is one too.
         self.register("action", None, SingleValue)
         self.register("action", "store", SingleValue)
+        self.register("action", "store_true", SingleFlag)
 
     def parse_known_args(self, args=None, namespace=None):
         parsed, extras = super().parse_known_args(args, namespace)
         vars(parsed).pop(_GIVEN, None)
         return parsed, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """What no option took is refused by the subcommand's parser, so
+        that its error points at that command's --help."""
+        words = list(sys.argv[1:] if args is None else args)
+        parsed, extras = self.parse_known_args(words, namespace)
+        if extras:
+            self.owner(parsed, words, extras).error(
+                "unrecognized arguments: " + " ".join(extras))
+        return parsed
+
+    def owner(self, parsed, words, extras):
+        """The parser of the subcommand parsed names, unless an extra
+        comes before the command's name: then this one."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                name = getattr(parsed, action.dest, None)
+                before = words[:words.index(name)] if name in words else words
+                if name in action.choices and \
+                        not set(extras) & set(before):
+                    return action.choices[name]
+        return self
 
     def error(self, message):
         self.exit(2, f"zdinit: error: {message} (see '{self.prog} --help')\n")
@@ -514,6 +581,8 @@ def parser():
     p = OneLineParser(
         prog="python3 -m zdinit",
         description="Measure and test ZONE_DEVICE memmap initialisation.")
+    p.add_argument("--version", action=Version,
+                   help="print the checkout's revision and exit")
     sub = p.add_subparsers(dest="command", required=True)
 
     st = sub.add_parser("setup", help="install packages, fetch and unpack "
@@ -578,7 +647,8 @@ def parser():
                    "2M, devdax-mem 2M,1G)")
     r.add_argument("--strategies",
                    type=CommaList("strategy", STRATEGIES,
-                                   scenarios.check_strategy),
+                                   scenarios.check_strategy,
+                                   rename=plain_threads),
                    help="patched kernel strategies, NAME or NAME@THREADS "
                    f"(THREADS 1..{scenarios.MAX_THREADS}), "
                    "interleaved in each boot (default: "

@@ -174,8 +174,9 @@ def parse_size(text):
     return int(float(m.group(1)) * scale[m.group(2).upper()])
 
 
-def plan(names, size=None, n=None, aligns=None):
-    """Validate options and return one RunSpec per scenario."""
+def plan(names, size=None, n=None, aligns=None, aligns_given=True):
+    """Validate options and return one RunSpec per scenario; aligns_given:
+    whether aligns are the user's (--align) or the caller's own."""
     specs = []
     for name in names:
         if name not in SCENARIOS:
@@ -188,8 +189,12 @@ def plan(names, size=None, n=None, aligns=None):
         al = tuple(aligns) if aligns and sc.takes_align else sc.default_aligns
         if not 1 <= count <= MAX_N:
             raise UsageError(f"--n must be 1..{MAX_N}, not {count}")
+        # A refusal names what the user gave: --size, --align, or the
+        # scenario whose default broke the rule.
+        given = f"--size {shown}" if isinstance(size, str) \
+            else f"{name}: size {shown}"
         if sz < MIN_SIZE or sz % SECTION or sz > MAX_SIZE:
-            raise UsageError(f"{name}: size {shown} must be {size_rule()}")
+            raise UsageError(f"{given} must be {size_rule()}")
         for a in al:
             if sc.mode != "devdax":
                 continue
@@ -197,8 +202,11 @@ def plan(names, size=None, n=None, aligns=None):
                 raise UsageError(f"unknown align '{a}'; choose from "
                                  + ", ".join(ALIGNS))
             if sz < 2 * ALIGNS[a] or sz % ALIGNS[a]:
-                raise UsageError(f"{name}: align {a} needs a size that is a "
-                                 f"multiple of {a} and at least twice it")
+                why = (f"--align {a}" if aligns and sc.takes_align and
+                       aligns_given else f"{name}'s {a} alignment")
+                raise UsageError(
+                    f"{given} must be a multiple of {a} and at least "
+                    f"{size_text(2 * ALIGNS[a])} for {why}")
         specs.append(RunSpec(sc, sz, count, al))
     return specs
 

@@ -1,0 +1,128 @@
+"""The command line's edges: no abbreviations, nothing taken twice, an
+error that points at the command's own --help and names what the user
+gave, a make target refusing the BASE it would ignore, and --version.
+Unit tests: no kernel, and a scratch cache nothing may touch."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from test_cli_errors import run_zdinit
+from zdinit import cli
+
+
+def refusal(tmp_path, *args):
+    """The one stderr line of a refused command (exit 2)."""
+    proc = run_zdinit(tmp_path / "cache", *args)
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert not (tmp_path / "cache").exists()
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,given", [
+    (["bench", "--si", "4G"], "--si 4G"),       # not --size
+    (["bench", "--kern", "patched"], "--kern patched"),
+    (["clear", "--pag", "2M"], "--pag 2M"),
+    (["check-series", "--no-b"], "--no-b"),
+])
+def test_no_abbreviation_is_taken(tmp_path, args, given):
+    assert f"unrecognized arguments: {given} (see 'python3 -m zdinit " \
+        f"{args[0]} --help')" in refusal(tmp_path, *args)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["safety", "--full", "--full"], "argument --full: given more than once"),
+    (["bench", "--verify", "--verify"], "argument --verify: given more"),
+    (["lab", "--quick", "--quick"], "argument --quick: given more"),
+    (["bench", "--strategies", "auto@01,auto@1"],
+     "strategy 'auto@1' given twice in 'auto@01,auto@1'"),
+    (["bench", "--strategies", "stream@2,stream@002"],
+     "strategy 'stream@2' given twice"),
+])
+def test_a_repeated_option_or_item_is_refused(tmp_path, args, message):
+    assert message in refusal(tmp_path, *args)
+
+
+def test_every_flag_is_taken_once():
+    """Every flag of every command refuses a second one (SingleFlag), as
+    every option with a value does (SingleValue)."""
+    for name, sub in cli.parser()._subparsers._group_actions[0] \
+            .choices.items():
+        for action in sub._actions:
+            if action.option_strings and action.nargs == 0 \
+                    and action.dest != "help":
+                assert isinstance(action, cli.SingleFlag), \
+                    (name, action.option_strings)
+
+
+@pytest.mark.parametrize("args", [
+    ["lab", "--bogus"], ["docs", "--check", "extra"], ["lint", "extra"],
+    ["test", "--unit", "extra"], ["bench", "--n", "3", "extra"],
+])
+def test_a_subcommands_error_points_at_its_own_help(tmp_path, args):
+    line = refusal(tmp_path, *args)
+    assert line.endswith(f"(see 'python3 -m zdinit {args[0]} --help')"), line
+
+
+def test_an_unknown_option_before_the_command_points_at_the_top_help(
+        tmp_path):
+    assert refusal(tmp_path, "--bogus", "lab").endswith(
+        "(see 'python3 -m zdinit --help')")
+
+
+@pytest.mark.parametrize("args,message", [
+    # The default scenarios include devdax-mem, aligned 1G by default.
+    (["bench", "--size", "1.5G"], "error: --size 1.5G must be a multiple "
+     "of 1G and at least 2G for devdax-mem's 1G alignment"),
+    (["bench", "--scenarios", "devdax-dev", "--size", "1G", "--align",
+      "2M,1G"], "error: --size 1G must be a multiple of 1G and at least 2G "
+     "for --align 1G"),
+    (["memmap-equality", "--size", "0"], "error: --size 0 must be a "
+     "multiple of 128M"),
+    (["bench", "--size", "100M"], "error: --size 100M must be"),
+])
+def test_an_error_names_what_the_user_gave(tmp_path, args, message):
+    assert message in refusal(tmp_path, *args)
+
+
+def make(*args):
+    return subprocess.run(["make", "-n", *args], cwd=ROOT,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("target", ["test", "test-full", "test-unit", "lint",
+                                    "lab", "docs"])
+def test_a_make_target_without_a_base_refuses_base(target):
+    proc = make(target, "BASE=6.12")
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert f"make {target} takes no BASE" in proc.stderr, proc.stderr
+    assert make(target).returncode == 0
+
+
+@pytest.mark.parametrize("target", ["setup", "bench", "bench-clear",
+                                    "memmap-equality", "safety",
+                                    "check-series"])
+def test_a_make_target_with_a_base_passes_it_on(target):
+    proc = make(target, "BASE=6.12")
+    assert proc.returncode == 0 and "--base 6.12" in proc.stdout, proc
+
+
+def test_version_prints_the_revision(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "zdinit", "--version"],
+                          cwd=ROOT, capture_output=True, text=True,
+                          env=dict(os.environ,
+                                   ZDINIT_CACHE=str(tmp_path / "cache")))
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    assert proc.returncode == 0 and proc.stderr == ""
+    assert proc.stdout.startswith("zdinit ") and \
+        head.startswith(proc.stdout.split()[1][:12]), proc.stdout
+
+
+def test_version_outside_a_checkout_says_so(tmp_path, monkeypatch):
+    from zdinit import paths
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    assert cli.revision() == "unknown (not a git checkout)"
