@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from zdinit import cli, paths
 from zdinit.kernel import initramfs
-from zdinit.docs import tables, typed_numbers
+from zdinit.docs import commands, tables, typed_numbers
 from zdinit.errors import UsageError
 
 PAGES = tables.pages()
@@ -141,56 +141,93 @@ def test_every_make_target_is_in_the_reference(target):
         f"make {target} is not in the command reference"
 
 
-def shell_commands(page_text):
-    """Each command of the page's sh code blocks: continuation lines
-    joined, comments dropped, split at && and ;."""
-    for block in re.findall(r"```sh\n(.*?)```", page_text, re.S):
-        for line in block.replace("\\\n", " ").splitlines():
-            line = re.sub(r"(^|\s)#.*", "", line).strip()
-            for command in re.split(r"&&|;", line):
-                if command.strip():
-                    yield command.strip()
-
-
 def check_command(command):
-    """None if the project offers the command as written, else why not.
-    Programs outside the project (git, ndctl, dmesg) are the system's and
-    not checked; a path must name a file of the project or one the lab's
-    Makefile builds."""
-    words = shlex.split(command)
-    while words and re.fullmatch(r"[A-Z_]+=\S*", words[0]):
-        words = words[1:]              # VAR=value for the command
-    if words[:3] == ["python3", "-m", "zdinit"]:
-        try:
-            cli.parser().parse_args(cli.join_dash_values(words[3:]))
-        except SystemExit as exit:
-            return None if exit.code == 0 else "zdinit refuses it"
-        return None
-    if words[0] == "make":
-        if "-C" in words:
-            return None if (ROOT / words[words.index("-C") + 1]).is_dir() \
-                else "no such directory"
-        unknown = [w for w in words[1:]
-                   if "=" not in w and w not in make_targets()]
-        return f"no make target {unknown}" if unknown else None
-    if words[0] in ("python3", "/usr/bin/python3") and len(words) > 1 \
-            and not words[1].startswith("-"):
-        words = words[1:]
-    if words[0].startswith("lab/build/"):
-        built = words[0].removeprefix("lab/build/")
-        return None if f"$(BUILD)/{built}:" in (
-            ROOT / "lab" / "Makefile").read_text() else "lab builds no such"
-    if "/" in words[0] and not words[0].startswith("/"):
-        return None if (ROOT / words[0]).exists() else "no such file"
-    return None
+    """None if the project offers the command as written, else why not:
+    zdinit commands through the CLI's parse and each command's checks."""
+    return commands.refused(command, cli.check)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
-def test_every_command_in_a_code_block_parses(page, capsys):
-    bad = [(c, why) for c in shell_commands(text(page))
-           if (why := check_command(c))]
-    capsys.readouterr()                # argparse's own messages
-    assert not bad, f"{page.name}: {bad}"
+def test_every_command_line_of_the_pages_is_taken():
+    """Each command of a sh block, each inline command and the line above
+    each rendered table, as a user would copy it."""
+    lines = commands.command_lines()
+    assert len(lines) > 100, f"only {len(lines)} command lines found"
+    problems = commands.refusals(cli.check)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_line_above_every_table_is_a_command_line():
+    """A table's caption is among the command lines: checked for today's
+    code, or, for a run of a kernel since removed, given with the
+    revision to check out."""
+    found = {(line.page, line.line) for line in commands.command_lines()}
+    for page in PAGES:
+        body = text(page)
+        for match in tables.MARKER.finditer(body):
+            line = body.count("\n", 0, match.start("body")) + 1
+            name = str(page.relative_to(ROOT))
+            if "`python3 -m zdinit " not in match["body"].splitlines()[0]:
+                continue             # a lab run's script, in its folder
+            assert (name, line) in found, f"{name}:{line}: {match['body']}"
+
+
+PLANTED = [
+    # A kernel that no longer exists, as the old captions named it.
+    "`python3 -m zdinit bench --kernels base,patched-memcpy,patched`",
+    # A kernel the base has no patches for: the command's own check.
+    "`python3 -m zdinit bench --base 6.12 --kernels patched-workqueue`",
+    "`python3 -m zdinit build --base 6.12 patched-workqueue`",
+    # Options that contradict, or a size no scenario takes.
+    "`python3 -m zdinit bench --scenarios fsdax-dev --align 2M`",
+    "`python3 -m zdinit memmap-equality --size 1G`",
+    "`python3 -m zdinit bench --si 4G`",
+    "`make no-such-target`",
+    "`lab/build/zdlab-no-such verify`",
+    "`python3 docs/results/no-such/table.py`",
+]
+
+
+@pytest.mark.parametrize("planted", PLANTED)
+def test_a_planted_bad_command_line_is_refused(tmp_path, planted):
+    """The same check, shown failing: a copy of a page with one bad
+    command line typed into its prose."""
+    page = tmp_path / "measurements.md"
+    page.write_text(text(ROOT / "docs" / "measurements.md")
+                    + f"\nRepeat it with {planted}.\n")
+    problems = commands.refusals(cli.check, [page])
+    assert len(problems) == 1 and planted in problems[0], problems
+
+
+def test_a_planted_bad_caption_is_refused(tmp_path):
+    """A table's line as the harness wrote it before a kernel was
+    removed, without the revision to check out first."""
+    page = tmp_path / "README.md"
+    body = text(ROOT / "docs" / "measurements.md")
+    old = re.search(r"made at (\w+) with kernel `patched-memcpy`, since "
+                    r"removed: `git checkout \w+`, then ", body)
+    assert old, "the caption of the removed kernel's run is gone"
+    page.write_text(body.replace(old[0], "", 1))
+    problems = commands.refusals(cli.check, [page])
+    assert len(problems) == 1 and "patched-memcpy" in problems[0], problems
+
+
+def test_a_command_after_git_checkout_is_for_that_revision(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("Made with a kernel since removed: `git checkout "
+                    "b672cc20136d`, then\n`python3 -m zdinit bench "
+                    "--kernels base,patched-memcpy`.\n\nToday: `python3 -m "
+                    "zdinit bench --kernels patched`.\n")
+    lines = commands.command_lines([page])
+    assert [(line.line, line.revision) for line in lines] == [
+        (2, "b672cc20136d"), (4, None)]
+    assert commands.refusals(cli.check, [page]) == []
+
+
+def test_a_synopsis_is_not_a_command(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("`python3 -m zdinit bench [--size S]`, `python3 -m "
+                    "zdinit COMMAND --help`, `python3 -m zdinit`.\n")
+    assert commands.command_lines([page]) == []
 
 
 def test_a_bogus_command_is_caught():

@@ -4,6 +4,8 @@ Every option is checked before anything is installed, built or booted; a
 command that writes to the cache holds its lock for the whole run.
 """
 import argparse
+import contextlib
+import io
 import re
 import shlex
 import signal
@@ -13,7 +15,7 @@ import time
 
 from zdinit import cache, deps, lint, paths, progress
 from zdinit.checks import clear_checks, memmap_equality, safety
-from zdinit.docs import tables, typed_numbers
+from zdinit.docs import commands, tables, typed_numbers
 from zdinit.families import clearing, loop, registry, scenarios, summary
 from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
@@ -137,10 +139,14 @@ def wanted(variant, base, strategies, hotplug_strategies=None,
             "contiguity": contiguity}
 
 
-def cmd_safety(args):
+def check_safety(args):
     jobs = safety.FULL if args.full else safety.REDUCED
-    variants = sorted({v for job in jobs for v in job.kernels})
-    require_series(variants, args.base)
+    args.variants = sorted({v for job in jobs for v in job.kernels})
+    require_series(args.variants, args.base)
+
+
+def cmd_safety(args):
+    variants = args.variants
     with cache.lock(args.command_line):
         deps.ensure_packages()
         targets, accel, _ = under_test.prepare(
@@ -158,11 +164,14 @@ def cmd_setup(args):
     progress.say(f"setup complete (base {args.base.name})")
 
 
-def cmd_build(args):
+def check_build(args):
     if len(set(args.variants)) < len(args.variants):
         raise UsageError("a kernel is given twice: "
                          + " ".join(args.variants))
     require_series(args.variants, args.base)
+
+
+def cmd_build(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.variants:
@@ -200,14 +209,18 @@ def base_series(args):
     return args.series
 
 
-def cmd_check_series(args):
+def check_check_series(args):
     args.series = base_series(args)
-    targets = check_series_targets(args)
+    args.targets = check_series_targets(args)
     # Every stack's structure before anything is locked, installed or
     # built: a refusal of the last stack must not wait for the first's
     # builds.
-    checked = {name: series.checked_stack(name, args.base)
-               for name in args.series}
+    args.parts = {name: series.checked_stack(name, args.base)
+                  for name in args.series}
+
+
+def cmd_check_series(args):
+    targets, checked = args.targets, args.parts
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.series:
@@ -268,7 +281,8 @@ def kernel_list(names):
 
 
 def validate_bench(args):
-    """What argparse cannot check alone; returns the scenarios' RunSpecs."""
+    """What argparse cannot check alone; returns the scenarios' RunSpecs
+    (also args.specs), each kernel's patches on the base checked."""
     if args.kernels is None:
         args.kernels = [k for k in BENCH_DEFAULT
                         if args.base.name in build.bases_with(k)]
@@ -296,12 +310,13 @@ def validate_bench(args):
             raise UsageError(f"--kernels {hotplug_only[0]} is for the onlining "
                              "scenarios (kmem, virtio-mem), not "
                              + ", ".join(other))
+    require_series(args.kernels, args.base, args.contiguity)
+    args.specs = specs
     return specs
 
 
 def cmd_bench(args):
-    specs = validate_bench(args)
-    require_series(args.kernels, args.base, args.contiguity)
+    specs = args.specs
     plan = [(registry.of_spec(spec), spec) for spec in specs]
     loop.check_resources(plan, args.kernels)
     with cache.lock(args.command_line):
@@ -319,23 +334,33 @@ def cmd_bench(args):
 
 
 def clear_spec(args, kernels):
-    """The clear family's options, checked; the host must back the guest
-    of each kernel.  kernels: (base, variant) pairs."""
+    """The clear family's options, checked (args.spec, args.pairs).
+    kernels: (base, variant) pairs."""
     check_rounds(args.rounds)
     on_bases = list(dict.fromkeys(base for base, _ in kernels))
-    spec = scenarios.plan_clear(args.pages, args.size,
-                                getattr(args, "loops", None), args.preempt,
-                                on_bases)
+    args.spec = scenarios.plan_clear(args.pages, args.size,
+                                     getattr(args, "loops", None),
+                                     args.preempt, on_bases)
     for base in on_bases:
         require_series([v for b, v in kernels if b == base], base)
-    loop.check_resources([(registry.CLEARING, spec)],
-                           [v for _, v in kernels])
-    return spec
+    args.pairs = kernels
+
+
+def clear_resources(args):
+    """The host must back the guest of each kernel: refused before the
+    lock, but not at parse level (check()), which is the host's."""
+    loop.check_resources([(registry.CLEARING, args.spec)],
+                         [v for _, v in args.pairs])
+    return args.spec
+
+
+def check_clear(args):
+    clear_spec(args, clearing.kernel_pairs(args.kernels, args.base))
 
 
 def cmd_clear(args):
-    kernels = clearing.kernel_pairs(args.kernels, args.base)
-    spec = clear_spec(args, kernels)
+    kernels = args.pairs
+    spec = clear_resources(args)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         targets, accel, why = clearing.prepare(spec, kernels, with_perf=True)
@@ -347,10 +372,14 @@ def cmd_clear(args):
     print(f"\nresults: {final} (results/latest)")
 
 
-def cmd_clear_check(args):
+def check_clear_check(args):
     if args.record_stock and not args.selftests:
         raise UsageError("--record-stock needs --selftests")
-    spec = clear_spec(args, [(args.base, args.kernel)])
+    clear_spec(args, [(args.base, args.kernel)])
+
+
+def cmd_clear_check(args):
+    spec = clear_resources(args)
     with cache.lock(args.command_line):
         deps.ensure_packages()
         lines = clear_checks.check_zero(spec, args.rounds, args.kernel, args.base)
@@ -362,9 +391,13 @@ def cmd_clear_check(args):
         print(line)
 
 
-def cmd_memmap_equality(args):
-    specs = memmap_equality.altmap_specs(args.size)
+def check_memmap_equality(args):
+    args.specs = memmap_equality.altmap_specs(args.size)
     require_series(["patched"], args.base)
+
+
+def cmd_memmap_equality(args):
+    specs = args.specs
     with cache.lock(args.command_line):
         deps.ensure_packages()
         (target,), accel, _ = under_test.prepare(
@@ -426,17 +459,21 @@ def cmd_docs(args):
         raise ZdinitError("tables differ from what their runs render in "
                           + tables.stale_text(stale)
                           + " (run 'python3 -m zdinit docs')")
-    # The numbers typed beside the tables, and the commits the pages cite,
-    # are what the tables cannot re-render: a check reports them too.
-    problems = typed_numbers.unbacked() + typed_numbers.missing_commits()
+    # The numbers typed beside the tables, the commits the pages cite and
+    # the commands they show are what the tables cannot re-render: a
+    # check reports them too.
+    problems = (typed_numbers.unbacked() + typed_numbers.missing_commits()
+                + commands.refusals(check))
     if args.check and problems:
-        raise ZdinitError(f"{len(problems)} number(s) or commit(s) in the "
-                          f"pages no run backs, first: {problems[0]}")
+        raise ZdinitError(f"{len(problems)} number(s), commit(s) or "
+                          "command(s) in the pages that no run backs or "
+                          f"zdinit refuses, first: {problems[0]}")
     done = "checked" if args.check else "rendered"
     print(f"{done} {count} tables" + (f"; changed {', '.join(stale)}"
                                       if stale and not args.check else "")
-          + (f"; {len(problems)} number(s) or commit(s) no run backs"
-             if problems and not args.check else ""))
+          + (f"; {len(problems)} number(s), commit(s) or command(s) no run "
+             "backs or zdinit refuses" if problems and not args.check
+             else ""))
 
 
 def cmd_capture_vectors(args):
@@ -581,6 +618,9 @@ def parser():
     p = OneLineParser(
         prog="python3 -m zdinit",
         description="Measure and test ZONE_DEVICE memmap initialisation.")
+    # A command's check refuses, before any work, what argparse cannot:
+    # kernels without patches on the base, options that contradict.
+    p.set_defaults(validate=lambda args: None)
     p.add_argument("--version", action=Version,
                    help="print the checkout's revision and exit")
     sub = p.add_subparsers(dest="command", required=True)
@@ -596,7 +636,7 @@ def parser():
                    help="any of: " + kernel_list(VARIANTS)
                    + " (default: stock patched); " + FIRST_NAMES_HELP)
     add_base_option(b)
-    b.set_defaults(func=cmd_build)
+    b.set_defaults(func=cmd_build, validate=check_build)
 
     c = sub.add_parser("check-series", help="apply each patch, checkpatch "
                        "--strict it and build it")
@@ -616,7 +656,7 @@ def parser():
                    + " (default: every "
                    "series of the base)")
     add_base_option(c)
-    c.set_defaults(func=cmd_check_series)
+    c.set_defaults(func=cmd_check_series, validate=check_check_series)
 
     r = sub.add_parser("bench", help="rebind ZONE_DEVICE ranges in QEMU and "
                        "report memmap init times",
@@ -664,7 +704,7 @@ def parser():
                    "check and fail where a zone's flag contradicts a walk "
                    "of it after a step (kmem, virtio-mem)")
     add_base_option(r)
-    r.set_defaults(func=cmd_bench)
+    r.set_defaults(func=cmd_bench, validate=validate_bench)
 
     # 'selftest', its first name, stays accepted.
     t = sub.add_parser("memmap-equality", aliases=["selftest"],
@@ -673,14 +713,14 @@ def parser():
     t.add_argument("--size", default="4G", help="NVDIMM size, "
                    + scenarios.size_rule() + " (default 4G)")
     add_base_option(t)
-    t.set_defaults(func=cmd_memmap_equality)
+    t.set_defaults(func=cmd_memmap_equality, validate=check_memmap_equality)
 
     sf = sub.add_parser("safety", help="data integrity, guards, churn and "
                         "debug-kernel checks in QEMU, stock vs patched")
     sf.add_argument("--full", action="store_true",
                     help="add the tracepoint and KASAN/lockdep kernels")
     add_base_option(sf)
-    sf.set_defaults(func=cmd_safety)
+    sf.set_defaults(func=cmd_safety, validate=check_safety)
 
     cb = add_clear_options(sub.add_parser(
         "clear", help="demand-fault huge pages in QEMU, stock vs the clear "
@@ -702,7 +742,7 @@ def parser():
                     type=base_list,
                     help=f"comma list of kernel bases (default "
                     f"{bases.DEFAULT}): " + bases.help_text())
-    cb.set_defaults(func=cmd_clear)
+    cb.set_defaults(func=cmd_clear, validate=check_clear)
     cc = add_clear_options(sub.add_parser(
         "clear-check", help="every huge page the clear kernel hands out "
         "reads back zero, for each method and preemption model"), "1G")
@@ -721,7 +761,7 @@ def parser():
                     "zdinit/checks/stock-selftests.json, which make test-full "
                     "compares the series with")
     add_base_option(cc)
-    cc.set_defaults(func=cmd_clear_check)
+    cc.set_defaults(func=cmd_clear_check, validate=check_clear_check)
 
     lb = sub.add_parser("lab", help="native store-pattern benchmark")
     lb.add_argument("--quick", action="store_true",
@@ -756,7 +796,10 @@ def parser():
                         "README.md and docs/ from the runs in docs/results/")
     dc.add_argument("--check", action="store_true",
                     help="change nothing; fail if a table differs from "
-                    "what its run renders")
+                    "what its run renders, a number typed in the prose is "
+                    "in no file of its run, a cited commit is not in the "
+                    "history, or zdinit refuses a command line the pages "
+                    "show (parsed and checked, nothing run)")
     dc.set_defaults(func=cmd_docs)
 
     cv = sub.add_parser("capture-vectors", help="record the struct page "
@@ -764,6 +807,25 @@ def parser():
     add_base_option(cv)
     cv.set_defaults(func=cmd_capture_vectors)
     return p
+
+
+def check(argv):
+    """None if zdinit takes the command line argv (its words after
+    'python3 -m zdinit') as written, else the one line it refuses it
+    with: the parse and each command's check (kernel names, patches on
+    the base, options that contradict), nothing built, booted, locked or
+    installed, and nothing of the host asked."""
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), \
+                contextlib.redirect_stdout(io.StringIO()):
+            args = parser().parse_args(join_dash_values(argv))
+            args.validate(args)
+    except SystemExit as exit:
+        return None if exit.code == 0 else err.getvalue().strip()
+    except ZdinitError as refused:
+        return f"zdinit: error: {refused}"
+    return None
 
 
 def _terminate(signum, frame):
@@ -793,6 +855,7 @@ def main(argv=None):
     # SIGTERM unwinds like ^C, so partial results are marked FAILED.
     signal.signal(signal.SIGTERM, _terminate)
     try:
+        args.validate(args)
         args.func(args)
     except ZdinitError as err:
         print(f"zdinit: error: {err}", file=sys.stderr)

@@ -38,10 +38,12 @@ import io
 import json
 import math
 import re
+import shlex
 
 from zdinit import paths
 from zdinit.families import registry
 from zdinit.families import summary
+from zdinit.kernel import bases, build
 from zdinit.results import report
 from zdinit.errors import UsageError, ZdinitError
 
@@ -133,8 +135,13 @@ def runs_from_samples(run):
 
 def from_samples(run):
     """A committed run's results (see provenance()) with its records'
-    summaries computed from their samples: what every table shows."""
-    return dict(provenance(run), runs=runs_from_samples(run))
+    summaries computed from their samples, each kernel by today's name
+    (build.canonical: a run recorded before the unpatched kernels were
+    called stock names them base): what every table shows."""
+    return dict(provenance(run), runs=[
+        dict(record, kernel=build.canonical(record["kernel"]))
+        if "kernel" in record else record
+        for record in runs_from_samples(run)])
 
 
 ABSENT = "absent"
@@ -226,11 +233,62 @@ def regenerate(run):
     (directory / "summary.md").write_text(summary.summary_md(results))
 
 
+def run_kernels(results):
+    """The kernels a run names, by today's names where they have one."""
+    named = {key.rpartition("/")[2] for key in results["env"]["kernels"]}
+    named |= {r["kernel"] for r in results["runs"] if "kernel" in r}
+    return sorted(build.canonical(name) for name in named)
+
+
+def run_bases(results):
+    """The bases of the kernels a run booted, by their releases."""
+    releases = results["env"]["kernels"].values()
+    return sorted({".".join(r.split(".")[:2]) for r in releases}
+                  & set(bases.BASES))
+
+
+def todays_command(results):
+    """The command that repeats a run on today's code: as recorded, with
+    the kernels by today's names and --base where the run's base was the
+    default then and is not now.  None where the run names a kernel
+    today's code lacks."""
+    words = shlex.split(results["command"])
+    if words[:3] != ["python3", "-m", "zdinit"] or len(words) < 4:
+        return results["command"]
+    if any(name not in build.VARIANTS for name in run_kernels(results)):
+        return None
+    out = []
+    for i, word in enumerate(words):
+        after_kernels = i and words[i - 1] in ("--kernels", "--kernel")
+        if after_kernels or (words[3] == "build" and i > 3
+                             and not word.startswith("-")):
+            word = ",".join(build.canonical(k) for k in word.split(","))
+        out.append(word)
+    on = run_bases(results)
+    if "--base" not in words and on and on != [bases.DEFAULT]:
+        out[4:4] = ["--base", ",".join(on)]
+    return shlex.join(out)
+
+
+def repeat_text(results):
+    """How to repeat a run: today's command, or, where the run named a
+    kernel today's code lacks, the revision to check out first and the
+    command as it was typed there."""
+    rev = results["env"]["project_rev"]
+    command = todays_command(results)
+    if command is not None:
+        return f"`{command}` at {rev}"
+    gone = [k for k in run_kernels(results) if k not in build.VARIANTS]
+    return (f"made at {rev} with kernel{'s' * (len(gone) > 1)} "
+            f"{', '.join(f'`{k}`' for k in gone)}, since removed: "
+            f"`git checkout {rev[:12]}`, then `{results['command']}`")
+
+
 def caption(run, results):
     env = results["env"]
     versions = sorted(set(env["kernels"].values()))
-    return (f"`docs/results/{run}/`: `{results['command']}` at "
-            f"{env['project_rev']}, kernel{'s' * (len(versions) > 1)} "
+    return (f"`docs/results/{run}/`: {repeat_text(results)}; "
+            f"kernel{'s' * (len(versions) > 1)} "
             f"{', '.join(versions)}, "
             f"{env['accel'].upper()} on {env['host_cpu']} "
             f"({env['host_cpus']} CPUs).")

@@ -8,6 +8,7 @@ bootstrap interval; above 1 means the second kernel is faster.
 """
 import sys
 
+from zdinit.kernel import build
 from zdinit.results import report, stats
 from zdinit.errors import UsageError
 
@@ -19,8 +20,10 @@ def render(results):
     if len(results) != 1:
         raise UsageError("give one results.json")
     try:
-        samples = {(r["scenario"], r["variant"], r["metric"], r["kernel"],
-                    r["strategy"]): r["samples_ms"] for r in results[0]["runs"]}
+        # The kernels by today's names: this run's stock is 'base'.
+        samples = {(r["scenario"], r["variant"], r["metric"],
+                    build.canonical(r["kernel"]), r["strategy"]):
+                   r["samples_ms"] for r in results[0]["runs"]}
     except KeyError as err:
         raise UsageError(f"a run has no {err}: not a hotplug run") from None
 
@@ -39,23 +42,23 @@ def render(results):
         return f"{s['speedup']:.2f}x [{s['ci95'][0]:.2f}-{s['ci95'][1]:.2f}]"
 
     print("memmap_init_range, ms (sum over the blocks of one onlining):")
-    print("| row | hotplug-base | patched slow | patched auto "
-          "| auto vs hotplug-base | auto vs slow |")
+    print("| row | hotplug-stock | patched slow | patched auto "
+          "| auto vs hotplug-stock | auto vs slow |")
     print("|---|---|---|---|---|---|")
     for row in ROWS:
-        base = get(row, "memmap_init_range", "hotplug-base")
+        base = get(row, "memmap_init_range", "hotplug-stock")
         slow = get(row, "memmap_init_range", "patched", "slow")
         auto = get(row, "memmap_init_range", "patched", "auto")
         print(f"| {row} | {med(base)} | {med(slow)} | {med(auto)} "
               f"| {ratio(base, auto)} | {ratio(slow, auto)} |")
     print()
     print("online wall, ms (guest wall time of onlining all blocks):")
-    print("| row | base (stock) | hotplug-contig | patched slow "
+    print("| row | stock | hotplug-contig | patched slow "
           "| patched auto | auto vs stock | auto vs hotplug-contig "
           "| auto vs slow |")
     print("|---|---|---|---|---|---|---|---|")
     for row in ROWS:
-        stock = get(row, "online wall", "base")
+        stock = get(row, "online wall", "stock")
         contig = get(row, "online wall", "hotplug-contig")
         slow = get(row, "online wall", "patched", "slow")
         auto = get(row, "online wall", "patched", "auto")
