@@ -4,7 +4,6 @@ everything the CLI and the Makefile offer, and every command it shows
 parses.  Unit tests: no kernel, no cache."""
 import json
 import re
-import shlex
 
 import pytest
 

@@ -114,7 +114,8 @@ def command_lines(pages=None):
 def make_targets(root=None):
     """The Makefile's targets, as its .PHONY line lists them."""
     makefile = ((root or PROJECT) / "Makefile").read_text()
-    return re.search(r"^\.PHONY:(.*)$", makefile, re.M).group(1).split()
+    phony = re.search(r"^\.PHONY:(.*)$", makefile, re.M)
+    return phony[1].split() if phony else []
 
 
 def refused(command, zdinit_check):
