@@ -163,3 +163,35 @@ def test_resummarize_puts_back_what_the_samples_give():
     again = rebind.resummarize(stale)
     assert again == fresh
     assert [list(r) for r in again] == [list(r) for r in fresh]
+
+
+def test_rows_are_compared_with_the_upstream_kernel():
+    """Every kernel's row is set against the kernel upstream (7.3 with
+    the series upstream queued for 7.4) in the same scenario; upstream's
+    own row, and a run without it, get no such ratio."""
+    from zdinit.families import rebind, scenarios
+
+    def entry(samples_ms):
+        return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
+                "written": 8, "resolved": set(), "threads": set()}
+
+    samples = {
+        ("fsdax-dev", "", "stock", "default"): entry([40.0] * 5),
+        ("fsdax-dev", "", "upstream", "default"): entry([30.0] * 5),
+        ("fsdax-dev", "", "patched", "stream@1"): entry([20.0] * 5),
+        ("fsdax-dev", "", "patched", "auto"): entry([10.0] * 5),
+    }
+    specs = scenarios.plan(["fsdax-dev"], "4G", 5)
+    runs = {(r["kernel"], r["strategy"]): r
+            for r in rebind.runs_table(samples, specs)}
+    assert runs[("patched", "auto")]["vs_upstream"]["speedup"] == 3.0
+    assert runs[("patched", "stream@1")]["vs_upstream"]["speedup"] == 1.5
+    assert runs[("stock", "default")]["vs_upstream"]["speedup"] == 0.75
+    assert "vs_upstream" not in runs[("upstream", "default")]
+    header = rebind.HEADER
+    row = dict(zip(header, rebind.rows([runs[("patched", "auto")]])[0]))
+    assert row["speedup vs upstream [95% CI]"].startswith("3.00x")
+    assert row["vs stream@1 in-kernel [95% CI]"].startswith("2.00x")
+    del samples[("fsdax-dev", "", "upstream", "default")]
+    assert not any("vs_upstream" in r
+                   for r in rebind.runs_table(samples, specs))
