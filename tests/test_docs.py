@@ -86,11 +86,11 @@ def test_ratios_in_the_prose_come_from_the_pages_tables(page):
 
 
 def reference():
-    """The README's command reference section."""
-    readme = text(ROOT / "README.md")
-    match = re.search(r"^## Command reference\n(.*?)(?=^## )", readme,
+    """The command reference: docs/usage.md's section on the commands."""
+    usage = text(ROOT / "docs" / "usage.md")
+    match = re.search(r"^## Commands\n(.*?)(?=^## |\Z)", usage,
                       re.S | re.M)
-    assert match, "README.md has no '## Command reference' section"
+    assert match, "docs/usage.md has no '## Commands' section"
     return match.group(1)
 
 
@@ -240,21 +240,32 @@ def test_a_bogus_command_is_caught():
 
 
 def missing_from_layout(names):
-    readme = text(ROOT / "README.md")
-    return [name for name in names if f"`{name}`" not in readme]
+    """names design.md's section on the harness does not name."""
+    design = text(ROOT / "docs" / "design.md")
+    section = re.search(r"^## The harness\n(.*?)(?=^## |\Z)", design,
+                        re.S | re.M)
+    assert section, "docs/design.md has no '## The harness' section"
+    return [name for name in names
+            if not re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])",
+                             section[1])]
 
 
 def test_every_harness_module_is_in_the_layout():
     missing = missing_from_layout(
         m.stem for m in sorted((ROOT / "zdinit").rglob("*.py"))
         if not m.stem.startswith("__"))
-    assert not missing, f"modules missing from README's layout: {missing}"
+    assert not missing, f"modules missing from design.md's layout: {missing}"
 
 
 def test_every_guest_script_is_in_the_layout():
     missing = missing_from_layout(initramfs.GUEST_SCRIPTS)
     assert not missing, \
-        f"guest scripts missing from README's layout: {missing}"
+        f"guest scripts missing from design.md's layout: {missing}"
+
+
+def test_the_layout_check_sees_a_missing_module():
+    assert missing_from_layout(["no_such_module", "qemu"]) == \
+        ["no_such_module"]
 
 
 def test_docs_command_checks_then_renders(tmp_path, monkeypatch, capsys):

@@ -17,7 +17,10 @@ a family's name (its tables, in the order its tables() gives them) or
                                second time, NAME #3 the third)
     where: NAME = VALUE, ...   rows whose NAME cell is one of the values
     where: NAME ~ TEXT         rows whose NAME cell contains TEXT
+    where: NAME !~ TEXT        rows whose NAME cell does not contain TEXT
     part: N                    the Nth table the renderer prints (default 1)
+    plot: TEXT                 the run's plot after the table, TEXT its
+                               alternative text
 
 `python3 -m zdinit docs` renders every marked table in place; with
 --check it changes nothing and fails naming the pages and tables that
@@ -37,6 +40,7 @@ import importlib.util
 import io
 import json
 import math
+import pathlib
 import re
 import shlex
 
@@ -319,7 +323,7 @@ def parse_spec(spec):
     if kind not in RENDERERS:
         raise UsageError(f"unknown kind '{kind}'; choose from "
                          + ", ".join(RENDERERS))
-    parsed: dict = {"columns": None, "where": [], "part": 1}
+    parsed: dict = {"columns": None, "where": [], "part": 1, "plot": None}
     for option in options:
         name, sep, value = option.partition(":")
         name, value = name.strip(), value.strip()
@@ -330,11 +334,13 @@ def parse_spec(spec):
             parsed["columns"] = [c.strip() for c in value.split(",")]
         elif name == "part":
             parsed["part"] = int(value)
+        elif name == "plot":
+            parsed["plot"] = value
         else:
-            match = re.fullmatch(r"(.+?)\s*([=~])\s*(.+)", value)
+            match = re.fullmatch(r"(.+?)\s*(=|~|!~)\s*(.+)", value)
             if not match:
-                raise UsageError(f"'where: {value}' is not NAME = VALUE, .. "
-                                 "or NAME ~ TEXT")
+                raise UsageError(f"'where: {value}' is not NAME = VALUE, .., "
+                                 "NAME ~ TEXT or NAME !~ TEXT")
             column, op, wanted = match.groups()
             parsed["where"].append(
                 (column, op, [w.strip() for w in wanted.split(",")]
@@ -367,15 +373,30 @@ def view(table, options):
     for column, op, wanted in options["where"]:
         i = index(column)
         rows = [r for r in rows
-                if (r[i] in wanted if op == "=" else wanted in r[i])]
+                if (r[i] in wanted if op == "=" else
+                    (wanted in r[i]) == (op == "~"))]
     if not rows:
         raise UsageError("no row is selected")
     keep = [index(c) for c in options["columns"] or header]
     return [[row[i] for i in keep] for row in [shown] + rows]
 
 
-def render(spec):
-    """The text between a marker and its end: the run, then the table."""
+def plot_line(run, kind, alt, page):
+    """The markdown image of a run's plot, by its path from page."""
+    family = next((f for f in registry.FAMILIES if f.name == kind), None)
+    if family is None or not family.plot_file:
+        raise UsageError(f"a {kind} run draws no plot")
+    path = paths.COMMITTED_RESULTS / run / family.plot_file
+    if not path.is_file():
+        raise UsageError(f"docs/results/{run} has no {family.plot_file}")
+    up = "../" * (len(pathlib.PurePath(page).parts) - 1)
+    return f"\n![{alt}]({up}docs/results/{run}/{family.plot_file})\n"
+
+
+def render(spec, page="README.md"):
+    """The text between a marker and its end: the run, then the table
+    (and its plot); page: the page's path from the root, for the plot's
+    path."""
     run, kind, options = parse_spec(spec)
     results = from_samples(run)
     text = RENDERERS[kind](results, paths.COMMITTED_RESULTS / run)
@@ -386,7 +407,9 @@ def render(spec):
     table = view(tables[options["part"] - 1], options)
     lines = ["| " + " | ".join(row) + " |" for row in table]
     lines.insert(1, "|" + "---|" * len(table[0]))
-    return caption(run, results) + "\n\n" + "\n".join(lines) + "\n"
+    plot = plot_line(run, kind, options["plot"], page) if options["plot"] \
+        else ""
+    return caption(run, results) + "\n\n" + "\n".join(lines) + "\n" + plot
 
 
 def pages(root=None):
@@ -399,7 +422,7 @@ def render_page(text, name):
     """text with every marked table rendered again."""
     def one(match):
         try:
-            body = render(match["spec"])
+            body = render(match["spec"], name)
         except (ZdinitError, ValueError) as err:
             raise UsageError(f"{name}: table '{match['spec']}': {err}") \
                 from None
