@@ -16,7 +16,7 @@ def readme():
 def where(pattern, text):
     """The line number of the first match, or None."""
     match = re.search(pattern, text, re.M)
-    return text.count("\n", 0, match.start()) + 1 if match else None
+    return text.count("\n", 0, match.end()) + 1 if match else None
 
 
 def first_screen_problems(text):
@@ -25,7 +25,9 @@ def first_screen_problems(text):
         if lines > MAX_LINES else []
     wanted = {"the two commands": r"^make bench\b.*\n^make test\b",
               "what they need": r"^## What they need",
-              "the headline table": r"^<!-- table: \S+ rebind;"}
+              # Its marker, and the table's header row after it.
+              "the headline table": r"^<!-- table: \S+ rebind;.*\n(?:.*\n)*?"
+                                    r"\| "}
     for what, pattern in wanted.items():
         line = where(pattern, text)
         if line is None or line > FIRST_SCREEN:
