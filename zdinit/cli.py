@@ -523,12 +523,10 @@ class SingleFlag(argparse._StoreTrueAction):
 def revision():
     """The checkout's revision as git describes it, or why there is none."""
     try:
-        proc = subprocess.run(["git", "-C", str(paths.ROOT), "describe",
-                               "--always", "--dirty", "--abbrev=12"],
-                              capture_output=True, text=True)
+        rev = loop.git_rev()      # what every run records
     except FileNotFoundError:
         return "unknown (git is not installed)"
-    return proc.stdout.strip() or "unknown (not a git checkout)"
+    return "unknown (not a git checkout)" if rev == "unknown" else rev
 
 
 class Version(argparse.Action):
