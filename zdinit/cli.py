@@ -13,7 +13,7 @@ import time
 
 from zdinit import cache, deps, lint, paths, progress
 from zdinit.checks import clear_checks, memmap_equality, safety
-from zdinit.docs import tables, typed_numbers
+from zdinit.docs import changelog_numbers, tables, typed_numbers
 from zdinit.families import clearing, loop, registry, scenarios, summary
 from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
@@ -419,9 +419,11 @@ def cmd_docs(args):
         raise ZdinitError("tables differ from what their runs render in "
                           + tables.stale_text(stale)
                           + " (run 'python3 -m zdinit docs')")
-    # The numbers typed beside the tables, and the commits the pages cite,
-    # are what the tables cannot re-render: a check reports them too.
-    problems = typed_numbers.unbacked() + typed_numbers.missing_commits()
+    # The numbers typed beside the tables, the commits the pages cite and
+    # the numbers of the patches' changelogs are what the tables cannot
+    # re-render: a check reports them too.
+    problems = typed_numbers.unbacked() + typed_numbers.missing_commits() \
+        + changelog_numbers.unbacked()
     if args.check and problems:
         raise ZdinitError(f"{len(problems)} number(s) or commit(s) in the "
                           f"pages no run backs, first: {problems[0]}")

@@ -137,12 +137,25 @@ def quantities(text):
     for match in QUANTITY.finditer(text):
         if any(a <= match.start() < b for a, b in taken):
             continue
+        if match[2] == "h" and not match[0][-2].isspace():
+            continue    # "family 19h": a CPUID value in hexadecimal
         numbers = re.findall(NUMBER, match[1])
         kind, scale = UNITS[match[2]]
+        quantity_text = match[0]
+        if kind == "ratio" and "." in numbers[-1] and \
+                not all("." in n for n in numbers):
+            # "Zen 5 and 1.13x": a whole number before a measured ratio
+            # names something; the ratio starts after it.
+            last_whole = [m for m in re.finditer(NUMBER, match[1])
+                          if "." not in m[0]][-1]
+            rest = match[0][last_whole.end():]
+            quantity_text = rest[re.search(NUMBER, rest).start():]
+            numbers = re.findall(NUMBER, quantity_text.removesuffix(
+                match[2]))
         if not measured(kind, match[2], numbers):
             continue
         found.append((match, Quantity(
-            match[0], kind, [_number(n) * scale for n in numbers],
+            quantity_text, kind, [_number(n) * scale for n in numbers],
             [_ulp(n) * scale for n in numbers], match[2])))
     out = []
     for match, quantity in sorted(found, key=lambda f: f[0].start()):
@@ -321,8 +334,11 @@ def evidence(run):
                 found.add_text(item)
             else:
                 found.add_json(item)
-        if (paths.COMMITTED_RESULTS / run / "table.py").is_file():
-            # What the run's own table script computes from its samples.
+        run_dir = paths.COMMITTED_RESULTS / run
+        if (run_dir / "table.py").is_file() and \
+                (run_dir / "results.json").is_file():
+            # What the run's own table script computes from its samples
+            # (a script the docs render: its run records its command).
             found.add_text(tables.RENDERERS["script"](
                 tables.provenance(run), paths.COMMITTED_RESULTS / run))
         _EVIDENCE[run] = found

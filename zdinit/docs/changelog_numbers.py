@@ -1,0 +1,166 @@
+"""The numbers in the patches' changelogs and cover letters, checked
+against the runs they come from, as typed_numbers checks the pages.
+
+A changelog goes to a mailing list and is regenerated with `git
+format-patch`: it can carry no HTML comment, and nothing below its `---`
+survives.  So the binding lives beside the patches, one file per
+directory of patches, `numbers` (SIDECAR), which regeneration leaves
+alone:
+
+    # comments and blank lines are ignored
+    0002-mm-build-the-memmap-of-a-large-ZONE_DEVICE-range-on-.patch:
+        bench-100g-padata-7.3 lab-xeon-emr-16cpu
+        1.9x = 22.61 / 12.01
+
+A line that starts with a patch file's name and a colon begins its
+entry; the words after the colon, and those of the indented lines that
+follow, name runs under docs/results/.  An indented line `QUANTITY =
+EXPR` is an arithmetic mark: the quantity as written in the changelog
+("1.9x", "26 million", "21 to 26 per cent"), checked by evaluating EXPR
+as typed_numbers does a page's `<!-- = EXPR -->`.  Every other measured
+quantity of the message (the commit message down to `---`; a cover
+letter down to its shortlog or `base-commit:`) must be given by a file
+of the runs its entry names.
+
+Each fault is one line naming the patch file: a quantity no named run
+holds, a patch with measured quantities and no entry, an entry for no
+patch file, a run that is not committed, a mark whose quantity the
+message no longer has.
+"""
+import dataclasses
+import pathlib
+import re
+
+from zdinit import paths
+from zdinit.docs import typed_numbers
+
+SIDECAR = "numbers"
+# Where a commit message ends, and where a cover letter's own text does:
+# the shortlog git format-patch writes ("Jane Doe (3):"), the base.
+MESSAGE_END = re.compile(r"^(?:---|-- |base-commit: .*|\S.* \(\d+\):)$")
+ENTRY = re.compile(r"^(\S+\.patch):(.*)$")
+MARK = re.compile(r"^\s+(.+?) = (.+)$")
+
+
+@dataclasses.dataclass
+class Entry:
+    line: int                 # the sidecar line that begins it
+    runs: list = dataclasses.field(default_factory=list)
+    marks: dict = dataclasses.field(default_factory=dict)  # text: expr
+
+
+def message_blocks(patch):
+    """The paragraphs of a patch file's commit message or cover letter
+    text, headers but the subject left out, each a typed_numbers.Block
+    with no runs yet."""
+    name = patch.relative_to(paths.ROOT).as_posix() \
+        if patch.is_relative_to(paths.ROOT) else patch.name
+    lines = patch.read_text().splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if line.startswith("Subject:")), 0)
+    out, current = [], None
+    for i in range(start, len(lines)):
+        line = lines[i]
+        if MESSAGE_END.match(line):
+            break
+        if not line.strip():
+            current = None
+        elif current is None:
+            current = typed_numbers.Block(name, i + 1, line, [])
+            out.append(current)
+        else:
+            current.text += "\n" + line
+    return out
+
+
+def read_sidecar(path):
+    """{patch file name: Entry} of a sidecar, and one line per line it
+    cannot read."""
+    entries: dict = {}
+    problems = []
+    entry = None
+    where = path.relative_to(paths.ROOT).as_posix() \
+        if path.is_relative_to(paths.ROOT) else path.name
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        head = ENTRY.match(line)
+        mark = MARK.match(line)
+        if head:
+            entry = entries[head[1]] = Entry(i, head[2].split())
+        elif entry is None or not line[0].isspace():
+            problems.append(f"{where}:{i}: neither 'FILE.patch: RUNS' nor "
+                            "an indented line of an entry")
+        elif mark:
+            entry.marks[mark[1]] = mark[2]
+        else:
+            entry.runs += line.split()
+    return entries, problems
+
+
+def series_dirs():
+    """The directories holding patch files: patches/ and each series."""
+    return sorted({p.parent for p in paths.PATCHES.rglob("*.patch")})
+
+
+def check_patch(patch, entry):
+    """One line per quantity of the patch's message that neither a run of
+    its entry nor its mark gives."""
+    problems = []
+    for block in message_blocks(patch):
+        found = typed_numbers.quantities(block.text)
+        if found and entry is None:
+            return [f"{block.page}:{block.line}: '{found[0].text}' but "
+                    f"{SIDECAR} beside it has no entry for "
+                    f"{patch.name}: name the runs it comes from"]
+        if entry is None:
+            continue
+        block.runs = entry.runs
+        for quantity in found:
+            quantity.mark = entry.marks.get(quantity.text)
+            why = typed_numbers.check_quantity(quantity, block)
+            if why is None and quantity.mark is None and not entry.runs:
+                why = (f"{block.page}:{block.line}: '{quantity.text}': its "
+                       f"entry in {SIDECAR} names no run")
+            if why:
+                problems.append(why)
+    return problems
+
+
+def check_dir(directory):
+    """Every fault of one directory's patches and sidecar, one line each."""
+    directory = pathlib.Path(directory)
+    sidecar = directory / SIDECAR
+    entries, problems = read_sidecar(sidecar) if sidecar.is_file() \
+        else ({}, [])
+    where = sidecar.relative_to(paths.ROOT).as_posix() \
+        if sidecar.is_relative_to(paths.ROOT) else sidecar.name
+    patches = {p.name: p for p in sorted(directory.glob("*.patch"))}
+    for name, entry in entries.items():
+        if name not in patches:
+            problems.append(f"{where}:{entry.line}: {name} is no patch "
+                            "file here")
+            continue
+        for run in entry.runs:
+            if not (paths.COMMITTED_RESULTS / run).is_dir():
+                problems.append(f"{where}:{entry.line}: {name}: no run "
+                                f"docs/results/{run}/")
+        written = {q.text for block in message_blocks(patches[name])
+                   for q in typed_numbers.quantities(block.text)}
+        for text in entry.marks.keys() - written:
+            problems.append(f"{where}: {name} has no '{text}' for its "
+                            "mark")
+    if problems:
+        return problems
+    for name, patch in patches.items():
+        problems += check_patch(patch, entries.get(name))
+    return problems
+
+
+def unbacked(directories=None):
+    """Every fault of the patches' changelogs and sidecars, one line
+    each."""
+    problems = []
+    for directory in directories or series_dirs():
+        problems += check_dir(directory)
+    return problems
