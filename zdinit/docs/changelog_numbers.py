@@ -40,6 +40,14 @@ SIDECAR = "numbers"
 MESSAGE_END = re.compile(r"^(?:---|-- |base-commit: .*|\S.* \(\d+\):)$")
 ENTRY = re.compile(r"^(\S+\.patch):(.*)$")
 MARK = re.compile(r"^\s+(.+?) = (.+)$")
+# An indented line with a gap between columns (not the two spaces after
+# a full stop) is a row of a table: a block of its own, so that a unit
+# at the start of the next row ("us, THP: ...") is not read as this
+# row's.
+TABLE_ROW = re.compile(r"^\s+\S.*[^.:!?\s] {2,}\S")
+# A number an arithmetic mark computes with: one with decimals is a
+# measurement, which a run of its entry must hold.
+OPERAND = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
 
 
 @dataclasses.dataclass
@@ -64,6 +72,9 @@ def message_blocks(patch):
         if MESSAGE_END.match(line):
             break
         if not line.strip():
+            current = None
+        elif TABLE_ROW.match(line):
+            out.append(typed_numbers.Block(name, i + 1, line, []))
             current = None
         elif current is None:
             current = typed_numbers.Block(name, i + 1, line, [])
@@ -103,6 +114,30 @@ def series_dirs():
     return sorted({p.parent for p in paths.PATCHES.rglob("*.patch")})
 
 
+def _operand_found(text, runs):
+    """Whether a run gives the number as written: as a number of its
+    files, or a time of them in s, ms or us."""
+    value, ulp = float(text), 10.0 ** -len(text.partition(".")[2])
+    for run in runs:
+        found = typed_numbers.evidence(run)
+        candidates = found.numbers | {t * scale for t in found.seconds
+                                      for scale in (1e3, 1e6)}
+        if typed_numbers._gives(candidates, value, ulp):
+            return True
+    return False
+
+
+def unbacked_operands(quantity, block, runs):
+    """One line per measured number of a quantity's mark (one with
+    decimals) that no run of its entry holds."""
+    return [f"{block.page}:{block.line}: '{quantity.text}': its mark's "
+            f"{operand} is in no file of "
+            + (", ".join(f"docs/results/{r}/" for r in runs)
+               or "any run (its entry names none)")
+            for operand in OPERAND.findall(quantity.mark)
+            if not _operand_found(operand, runs)]
+
+
 def check_patch(patch, entry):
     """One line per quantity of the patch's message that neither a run of
     its entry nor its mark gives."""
@@ -124,6 +159,8 @@ def check_patch(patch, entry):
                        f"entry in {SIDECAR} names no run")
             if why:
                 problems.append(why)
+            elif quantity.mark is not None:
+                problems += unbacked_operands(quantity, block, entry.runs)
     return problems
 
 
