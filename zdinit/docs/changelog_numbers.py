@@ -14,8 +14,13 @@ alone:
 
 A line that starts with a patch file's name and a colon begins its
 entry; the words after the colon, and those of the indented lines that
-follow, name runs under docs/results/.  An indented line `QUANTITY =
-EXPR` is an arithmetic mark: the quantity as written in the changelog
+follow, name runs under docs/results/, or files and folders of runs
+("lab-zen3/run1/lab.json"), whose numbers alone then count: a lab run
+holds thousands, among which a wrong number would too often find
+itself.  An indented line `QUANTITY: RUNS`
+checks that quantity against those runs alone (a number the entry's
+runs hold by chance is then no longer taken).  An indented line
+`QUANTITY = EXPR` is an arithmetic mark: the quantity as written in the changelog
 ("1.9x", "26 million", "21 to 26 per cent"), checked by evaluating EXPR
 as typed_numbers does a page's `<!-- = EXPR -->`.  Every other measured
 quantity of the message (the commit message down to `---`; a cover
@@ -40,6 +45,7 @@ SIDECAR = "numbers"
 MESSAGE_END = re.compile(r"^(?:---|-- |base-commit: .*|\S.* \(\d+\):)$")
 ENTRY = re.compile(r"^(\S+\.patch):(.*)$")
 MARK = re.compile(r"^\s+(.+?) = (.+)$")
+BINDING = re.compile(r"^\s+(.+?): (.+)$")
 # An indented line with a gap between columns (not the two spaces after
 # a full stop) is a row of a table: a block of its own, so that a unit
 # at the start of the next row ("us, THP: ...") is not read as this
@@ -55,14 +61,22 @@ class Entry:
     line: int                 # the sidecar line that begins it
     runs: list = dataclasses.field(default_factory=list)
     marks: dict = dataclasses.field(default_factory=dict)  # text: expr
+    # text: runs, for a quantity whose runs are fewer than the entry's
+    bound: dict = dataclasses.field(default_factory=dict)
+
+
+def shown(path):
+    """A file as a message names it: from the checkout's root, or by its
+    name alone outside it (a test's copy)."""
+    return path.relative_to(paths.ROOT).as_posix() \
+        if path.is_relative_to(paths.ROOT) else path.name
 
 
 def message_blocks(patch):
     """The paragraphs of a patch file's commit message or cover letter
     text, headers but the subject left out, each a typed_numbers.Block
     with no runs yet."""
-    name = patch.relative_to(paths.ROOT).as_posix() \
-        if patch.is_relative_to(paths.ROOT) else patch.name
+    name = shown(patch)
     lines = patch.read_text().splitlines()
     start = next((i for i, line in enumerate(lines)
                   if line.startswith("Subject:")), 0)
@@ -90,13 +104,13 @@ def read_sidecar(path):
     entries: dict = {}
     problems = []
     entry = None
-    where = path.relative_to(paths.ROOT).as_posix() \
-        if path.is_relative_to(paths.ROOT) else path.name
+    where = shown(path)
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         head = ENTRY.match(line)
         mark = MARK.match(line)
+        binding = BINDING.match(line)
         if head:
             entry = entries[head[1]] = Entry(i, head[2].split())
         elif entry is None or not line[0].isspace():
@@ -104,6 +118,8 @@ def read_sidecar(path):
                             "an indented line of an entry")
         elif mark:
             entry.marks[mark[1]] = mark[2]
+        elif binding:
+            entry.bound[binding[1]] = binding[2].split()
         else:
             entry.runs += line.split()
     return entries, problems
@@ -114,53 +130,74 @@ def series_dirs():
     return sorted({p.parent for p in paths.PATCHES.rglob("*.patch")})
 
 
-def _operand_found(text, runs):
-    """Whether a run gives the number as written: as a number of its
-    files, or a time of them in s, ms or us."""
-    value, ulp = float(text), 10.0 ** -len(text.partition(".")[2])
+def entry_evidence(runs):
+    """The numbers of every run, file or folder an entry names, as one:
+    a changelog's range may join two runs ("0.349 to 0.651 ms")."""
+    merged = typed_numbers.Evidence()
     for run in runs:
         found = typed_numbers.evidence(run)
-        candidates = found.numbers | {t * scale for t in found.seconds
-                                      for scale in (1e3, 1e6)}
-        if typed_numbers._gives(candidates, value, ulp):
-            return True
-    return False
+        for field in dataclasses.fields(merged):
+            getattr(merged, field.name).update(getattr(found, field.name))
+    return merged
 
 
-def unbacked_operands(quantity, block, runs):
-    """One line per measured number of a quantity's mark (one with
-    decimals) that no run of its entry holds."""
-    return [f"{block.page}:{block.line}: '{quantity.text}': its mark's "
-            f"{operand} is in no file of "
-            + (", ".join(f"docs/results/{r}/" for r in runs)
-               or "any run (its entry names none)")
-            for operand in OPERAND.findall(quantity.mark)
-            if not _operand_found(operand, runs)]
+def _operand_found(text, found):
+    """Whether the evidence gives the number as written: as a number of
+    its files, or a time of them in s, ms or us."""
+    value, ulp = float(text), 10.0 ** -len(text.partition(".")[2])
+    candidates = found.numbers | {t * scale for t in found.seconds
+                                  for scale in (1e3, 1e6)}
+    return typed_numbers._gives(candidates, value, ulp)
+
+
+def _where(block, quantity):
+    return f"{block.page}:{block.line}: '{quantity.text}'"
+
+
+def _runs_named(runs):
+    return (", ".join(f"docs/results/{r}" for r in runs)
+            or "no run (its entry names none)")
+
+
+def check_quantity(quantity, block, entry, found):
+    """None if the quantity is backed, else why not: its mark redone and
+    the mark's measured operands found, or the number itself found, in
+    the runs of its entry."""
+    quantity.mark = entry.marks.get(quantity.text)
+    runs = entry.bound.get(quantity.text, entry.runs)
+    if quantity.text in entry.bound:
+        found = entry_evidence(runs)
+    if quantity.mark is None:
+        if runs and typed_numbers.matches(quantity, found):
+            return None
+        return f"{_where(block, quantity)} is in no file of " \
+            f"{_runs_named(runs)}"
+    why = typed_numbers.check_quantity(quantity, block)
+    if why:
+        return why
+    missing = [o for o in OPERAND.findall(quantity.mark)
+               if not _operand_found(o, found)]
+    if missing:
+        return (f"{_where(block, quantity)}: its mark's {missing[0]} is in "
+                f"no file of {_runs_named(runs)}")
+    return None
 
 
 def check_patch(patch, entry):
     """One line per quantity of the patch's message that neither a run of
     its entry nor its mark gives."""
     problems = []
+    found = entry_evidence(entry.runs) if entry else None
     for block in message_blocks(patch):
-        found = typed_numbers.quantities(block.text)
-        if found and entry is None:
-            return [f"{block.page}:{block.line}: '{found[0].text}' but "
-                    f"{SIDECAR} beside it has no entry for "
-                    f"{patch.name}: name the runs it comes from"]
-        if entry is None:
-            continue
-        block.runs = entry.runs
-        for quantity in found:
-            quantity.mark = entry.marks.get(quantity.text)
-            why = typed_numbers.check_quantity(quantity, block)
-            if why is None and quantity.mark is None and not entry.runs:
-                why = (f"{block.page}:{block.line}: '{quantity.text}': its "
-                       f"entry in {SIDECAR} names no run")
+        quantities = typed_numbers.quantities(block.text)
+        if quantities and entry is None:
+            return [f"{_where(block, quantities[0])} but {SIDECAR} beside "
+                    f"it has no entry for {patch.name}: name the runs it "
+                    "comes from"]
+        for quantity in quantities:
+            why = check_quantity(quantity, block, entry, found)
             if why:
                 problems.append(why)
-            elif quantity.mark is not None:
-                problems += unbacked_operands(quantity, block, entry.runs)
     return problems
 
 
@@ -170,8 +207,7 @@ def check_dir(directory):
     sidecar = directory / SIDECAR
     entries, problems = read_sidecar(sidecar) if sidecar.is_file() \
         else ({}, [])
-    where = sidecar.relative_to(paths.ROOT).as_posix() \
-        if sidecar.is_relative_to(paths.ROOT) else sidecar.name
+    where = shown(sidecar)
     patches = {p.name: p for p in sorted(directory.glob("*.patch"))}
     for name, entry in entries.items():
         if name not in patches:
@@ -179,14 +215,18 @@ def check_dir(directory):
                             "file here")
             continue
         for run in entry.runs:
-            if not (paths.COMMITTED_RESULTS / run).is_dir():
+            if not (paths.COMMITTED_RESULTS / run).exists():
                 problems.append(f"{where}:{entry.line}: {name}: no run "
                                 f"docs/results/{run}/")
         written = {q.text for block in message_blocks(patches[name])
                    for q in typed_numbers.quantities(block.text)}
-        for text in entry.marks.keys() - written:
+        for text in (entry.marks.keys() | entry.bound.keys()) - written:
             problems.append(f"{where}: {name} has no '{text}' for its "
-                            "mark")
+                            "mark or runs")
+        for run in {r for runs in entry.bound.values() for r in runs}:
+            if not (paths.COMMITTED_RESULTS / run).exists():
+                problems.append(f"{where}:{entry.line}: {name}: no run "
+                                f"docs/results/{run}/")
     if problems:
         return problems
     for name, patch in patches.items():

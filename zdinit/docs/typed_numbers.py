@@ -150,7 +150,7 @@ def quantities(text):
             last_whole = [m for m in re.finditer(NUMBER, match[1])
                           if "." not in m[0]][-1]
             rest = match[0][last_whole.end():]
-            quantity_text = rest[re.search(NUMBER, rest).start():]
+            quantity_text = rest[next(re.finditer(NUMBER, rest)).start():]
             numbers = re.findall(NUMBER, quantity_text.removesuffix(
                 match[2]))
         if not measured(kind, match[2], numbers):
@@ -253,6 +253,10 @@ TIME_FIELDS = {"_ms": 1e-3, "ms": 1e-3, "_ns": 1e-9, "_s": 1, "_us": 1e-6}
 # percentile), not a run's slowest or fastest sample, which prose does not
 # quote and which would make any nearby number look backed.
 RATE_FIELD = re.compile(r"(median_|p\d+_)?gbps|gb_per_s")
+# Time fields that are no summary prose quotes, for the same reason: a
+# run's slowest and fastest repetition, the lab's streaming floor, and
+# rates whose names end like a time ("gb_per_s").
+NOT_A_TIME = re.compile(r"(min|max|mean|stdev)_[mnu]?s|floor_ns|.*per_s")
 
 # Sizes as a run writes them: "--size 100G", "16 GiB", "2M", "512 MiB".
 SIZE_TOKEN = re.compile(rf"\b({NUMBER}) ?([KMGT])(?:i?B)?\b")
@@ -299,15 +303,16 @@ class Evidence:
             if key.endswith("bytes") or key == "size":
                 self.sizes.add(float(value))
             for end, scale in TIME_FIELDS.items():
-                if key.endswith(end):
+                if key.endswith(end) and not NOT_A_TIME.fullmatch(key):
                     self.seconds.add(value * scale)
                     break
 
 
 def _run_texts(run_dir):
-    """Every readable file of a run (gzip'd logs unpacked), as text or
-    as parsed JSON."""
-    for path in sorted(run_dir.rglob("*")):
+    """Every readable file of a run, or the one file named (gzip'd logs
+    unpacked), as text or as parsed JSON."""
+    files = [run_dir] if run_dir.is_file() else run_dir.rglob("*")
+    for path in sorted(files):
         if not path.is_file() or path.suffix in (".png", ".svg"):
             continue
         raw = path.read_bytes()
@@ -327,7 +332,9 @@ _EVIDENCE = {}
 
 
 def evidence(run):
-    """The numbers and durations in a run's files, read once."""
+    """The numbers and durations in a run's files, read once.  run may
+    also name a file or folder inside one ("lab-zen3/run1/lab.json"):
+    its numbers alone."""
     if run not in _EVIDENCE:
         found = Evidence()
         for item in _run_texts(paths.COMMITTED_RESULTS / run):
