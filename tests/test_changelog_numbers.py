@@ -131,12 +131,14 @@ def test_a_stale_numbers_file_fails_in_one_line(series, edit, message):
 def test_a_mark_is_redone_and_its_operands_are_the_runs(series):
     sidecar = series / changelog_numbers.SIDECAR
     # Arithmetic that does not give the number written.
-    replace(sidecar, "1.64x = 642.865 / 392.2655", "1.64x = 642.865 / 382.2655")
+    replace(sidecar, "1.64x = 642.865 / 392.2655",
+            "1.64x = 642.865 / 382.2655")
     problem, = changelog_numbers.check_dir(series)
     assert f"{SECOND}:35: '1.64x': its mark '642.865 / 382.2655' gives " \
         "1.68" in problem, problem
     # Arithmetic that does, from a number no run holds.
-    replace(sidecar, "1.64x = 642.865 / 382.2655", "1.64x = 642.875 / 392.2655")
+    replace(sidecar, "1.64x = 642.865 / 382.2655",
+            "1.64x = 642.875 / 392.2655")
     problem, = changelog_numbers.check_dir(series)
     assert problem.startswith(f"{SECOND}:35: '1.64x': its mark's 642.875 "
                               "is in no file of "), problem

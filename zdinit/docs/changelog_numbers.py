@@ -9,7 +9,8 @@ alone:
 
     # comments and blank lines are ignored
     0002-mm-build-the-memmap-of-a-large-ZONE_DEVICE-range-on-.patch:
-        bench-100g-padata-7.3 lab-xeon-emr-16cpu
+        bench-100g-padata-7.3 lab-xeon-emr-16cpu/README.md
+        1131.7 ms: bench-100g-padata-series-7.3
         1.9x = 22.61 / 12.01
 
 A line that starts with a patch file's name and a colon begins its
@@ -17,20 +18,21 @@ entry; the words after the colon, and those of the indented lines that
 follow, name runs under docs/results/, or files and folders of runs
 ("lab-zen3/run1/lab.json"), whose numbers alone then count: a lab run
 holds thousands, among which a wrong number would too often find
-itself.  An indented line `QUANTITY: RUNS`
-checks that quantity against those runs alone (a number the entry's
-runs hold by chance is then no longer taken).  An indented line
-`QUANTITY = EXPR` is an arithmetic mark: the quantity as written in the changelog
-("1.9x", "26 million", "21 to 26 per cent"), checked by evaluating EXPR
-as typed_numbers does a page's `<!-- = EXPR -->`.  Every other measured
-quantity of the message (the commit message down to `---`; a cover
-letter down to its shortlog or `base-commit:`) must be given by a file
-of the runs its entry names.
+itself.  An indented line `QUANTITY: RUNS` checks that quantity, as
+written in the changelog, against those runs alone.  An indented line
+`QUANTITY = EXPR` is an arithmetic mark: the quantity ("1.9x", "26
+million", "21 to 26 per cent") is checked by evaluating EXPR as
+typed_numbers does a page's `<!-- = EXPR -->`, and each number of EXPR
+written with decimals, a measurement, must be in a file of the runs.
+Every other measured quantity of the message (the commit message down
+to `---`; a cover letter down to its shortlog or `base-commit:`) must
+be given by the files of the runs its entry names, together.
 
 Each fault is one line naming the patch file: a quantity no named run
 holds, a patch with measured quantities and no entry, an entry for no
-patch file, a run that is not committed, a mark whose quantity the
-message no longer has.
+patch file, a run that is not committed, a mark or a binding whose
+quantity the message no longer has (so that a number bound or marked
+cannot change in the changelog alone).
 """
 import dataclasses
 import pathlib
