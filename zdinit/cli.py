@@ -201,6 +201,16 @@ def cmd_check_series(args):
     # builds.
     checked = {name: series.checked_stack(name, args.base)
                for name in args.series}
+    # And every number of their changelogs and cover letters a run backs.
+    for name in args.series:
+        for part, _ in checked[name]:
+            problems = changelog_numbers.check_dir(
+                args.base.series_dir(part))
+            if problems:
+                raise ZdinitError(f"base {args.base.name} series "
+                                  f"{part.name}: {problems[0]} "
+                                  f"({len(problems)} in all; python3 -m "
+                                  "zdinit docs --check)")
     with cache.lock(args.command_line):
         deps.ensure_packages()
         for name in args.series:
