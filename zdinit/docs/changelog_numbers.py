@@ -67,18 +67,11 @@ class Entry:
     bound: dict = dataclasses.field(default_factory=dict)
 
 
-def shown(path):
-    """A file as a message names it: from the checkout's root, or by its
-    name alone outside it (a test's copy)."""
-    return path.relative_to(paths.ROOT).as_posix() \
-        if path.is_relative_to(paths.ROOT) else path.name
-
-
 def message_blocks(patch):
     """The paragraphs of a patch file's commit message or cover letter
     text, headers but the subject left out, each a typed_numbers.Block
     with no runs yet."""
-    name = shown(patch)
+    name = typed_numbers.page_name(patch)
     lines = patch.read_text().splitlines()
     start = next((i for i, line in enumerate(lines)
                   if line.startswith("Subject:")), 0)
@@ -106,7 +99,7 @@ def read_sidecar(path):
     entries: dict = {}
     problems = []
     entry = None
-    where = shown(path)
+    where = typed_numbers.page_name(path)
     for i, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
@@ -209,7 +202,7 @@ def check_dir(directory):
     sidecar = directory / SIDECAR
     entries, problems = read_sidecar(sidecar) if sidecar.is_file() \
         else ({}, [])
-    where = shown(sidecar)
+    where = typed_numbers.page_name(sidecar)
     patches = {p.name: p for p in sorted(directory.glob("*.patch"))}
     for name, entry in entries.items():
         if name not in patches:

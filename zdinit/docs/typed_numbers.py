@@ -194,11 +194,17 @@ def _existing_runs(text):
             if (paths.COMMITTED_RESULTS / name).is_dir()]
 
 
+def page_name(path):
+    """A file as a message names it: from the checkout's root, or by its
+    name alone outside it (a test's copy)."""
+    return path.relative_to(paths.ROOT).as_posix() \
+        if path.is_relative_to(paths.ROOT) else path.name
+
+
 def blocks(page):
     """The page's paragraphs, list items and table rows, each with the
     runs it is checked against."""
-    name = str(page.relative_to(paths.ROOT)) if page.is_relative_to(paths.ROOT) \
-        else page.name
+    name = page_name(page)
     lines, table_runs = _prose_lines(page.read_text())
     sections: list = []
     current: list = []
