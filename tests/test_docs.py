@@ -323,6 +323,8 @@ def pages_without_tables(tmp_path, monkeypatch):
     (tmp_path / "docs").mkdir()
     (tmp_path / "README.md").write_text("No tables.\n")
     monkeypatch.setattr(paths, "ROOT", tmp_path)
+    # Nor patches, whose changelogs cite runs these tests do not copy.
+    monkeypatch.setattr(paths, "PATCHES", tmp_path / "patches")
 
 
 def one_error_line(capsys):

@@ -124,6 +124,26 @@ def test_a_cover_letter_without_its_base_commit_is_refused(
                                "line")
 
 
+def test_a_cover_letter_citing_a_number_no_run_holds_is_refused(
+        patches, nothing_heavy, capsys):
+    """A number in a changelog needs its run, named in the part's
+    numbers file (zdinit/docs/changelog_numbers.py): without one, or
+    with a run that does not hold it, check-series stops first."""
+    cover = patches / TWO / COVER
+    edit(cover, "\n\nzdinit tests", "\n\nBinding took 123.45 ms.\n\n"
+         "zdinit tests")
+    assert refusal(capsys) == (
+        "zdinit: error: base 9.9 series two: 0000-cover-letter.patch:"
+        f"{cover.read_text().splitlines().index('Binding took 123.45 ms.') + 1}"
+        ": '123.45 ms' but numbers beside it has no entry for "
+        "0000-cover-letter.patch: name the runs it comes from (1 in all; "
+        "python3 -m zdinit docs --check)")
+    (patches / TWO / "numbers").write_text(
+        "0000-cover-letter.patch: bench-100g-7.3\n")
+    assert "'123.45 ms' is in no file of docs/results/bench-100g-7.3" in \
+        refusal(capsys)
+
+
 def test_a_prerequisite_changed_under_its_dependants_is_refused(
         patches, nothing_heavy, capsys):
     """Part one edited, the cover letters of two and kit left as they

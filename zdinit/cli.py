@@ -15,7 +15,7 @@ import time
 
 from zdinit import cache, deps, lint, paths, progress
 from zdinit.checks import clear_checks, memmap_equality, safety
-from zdinit.docs import commands, tables, typed_numbers
+from zdinit.docs import changelog_numbers, commands, tables, typed_numbers
 from zdinit.families import clearing, loop, registry, scenarios, summary
 from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
@@ -217,6 +217,16 @@ def check_check_series(args):
     # builds.
     args.parts = {name: series.checked_stack(name, args.base)
                   for name in args.series}
+    # And every number of their changelogs and cover letters a run backs.
+    for name in args.series:
+        for part, _ in args.parts[name]:
+            problems = changelog_numbers.check_dir(
+                args.base.series_dir(part))
+            if problems:
+                raise ZdinitError(f"base {args.base.name} series "
+                                  f"{part.name}: {problems[0]} "
+                                  f"({len(problems)} in all; python3 -m "
+                                  "zdinit docs --check)")
 
 
 def cmd_check_series(args):
@@ -460,10 +470,10 @@ def cmd_docs(args):
                           + tables.stale_text(stale)
                           + " (run 'python3 -m zdinit docs')")
     # The numbers typed beside the tables, the commits the pages cite and
-    # the commands they show are what the tables cannot re-render: a
-    # check reports them too.
+    # the commands they show and the numbers of the patches' changelogs
+    # are what the tables cannot re-render: a check reports them too.
     problems = (typed_numbers.unbacked() + typed_numbers.missing_commits()
-                + commands.refusals(check))
+                + commands.refusals(check) + changelog_numbers.unbacked())
     if args.check and problems:
         raise ZdinitError(f"{len(problems)} number(s), commit(s) or "
                           "command(s) in the pages that no run backs or "

@@ -106,10 +106,11 @@ def _ulp(text):
 
 
 # Sizes the kernel defines rather than any run measures: x86-64's base,
-# PMD and PUD page sizes, the memory block size onlining works in, and
-# the clear series' batch.  They read as numbers but are definitions.
+# PMD and PUD page sizes, the memory block size onlining works in and
+# the largest x86-64 uses (2 GiB), and the clear series' batch.  They
+# read as numbers but are definitions.
 DEFINED_SIZES = {4 * 2 ** 10, 2 * 2 ** 20, 2 ** 30, 128 * 2 ** 20,
-                 32 * 2 ** 20}
+                 2 * 2 ** 30, 32 * 2 ** 20}
 
 
 def measured(kind, unit, numbers):
@@ -137,12 +138,25 @@ def quantities(text):
     for match in QUANTITY.finditer(text):
         if any(a <= match.start() < b for a, b in taken):
             continue
+        if match[2] == "h" and not match[0][-2].isspace():
+            continue    # "family 19h": a CPUID value in hexadecimal
         numbers = re.findall(NUMBER, match[1])
         kind, scale = UNITS[match[2]]
+        quantity_text = match[0]
+        if kind == "ratio" and "." in numbers[-1] and \
+                not all("." in n for n in numbers):
+            # "Zen 5 and 1.13x": a whole number before a measured ratio
+            # names something; the ratio starts after it.
+            last_whole = [m for m in re.finditer(NUMBER, match[1])
+                          if "." not in m[0]][-1]
+            rest = match[0][last_whole.end():]
+            quantity_text = rest[next(re.finditer(NUMBER, rest)).start():]
+            numbers = re.findall(NUMBER, quantity_text.removesuffix(
+                match[2]))
         if not measured(kind, match[2], numbers):
             continue
         found.append((match, Quantity(
-            match[0], kind, [_number(n) * scale for n in numbers],
+            quantity_text, kind, [_number(n) * scale for n in numbers],
             [_ulp(n) * scale for n in numbers], match[2])))
     out = []
     for match, quantity in sorted(found, key=lambda f: f[0].start()):
@@ -180,11 +194,17 @@ def _existing_runs(text):
             if (paths.COMMITTED_RESULTS / name).is_dir()]
 
 
+def page_name(path):
+    """A file as a message names it: from the checkout's root, or by its
+    name alone outside it (a test's copy)."""
+    return path.relative_to(paths.ROOT).as_posix() \
+        if path.is_relative_to(paths.ROOT) else path.name
+
+
 def blocks(page):
     """The page's paragraphs, list items and table rows, each with the
     runs it is checked against."""
-    name = str(page.relative_to(paths.ROOT)) if page.is_relative_to(paths.ROOT) \
-        else page.name
+    name = page_name(page)
     lines, table_runs = _prose_lines(page.read_text())
     sections: list = []
     current: list = []
@@ -239,6 +259,10 @@ TIME_FIELDS = {"_ms": 1e-3, "ms": 1e-3, "_ns": 1e-9, "_s": 1, "_us": 1e-6}
 # percentile), not a run's slowest or fastest sample, which prose does not
 # quote and which would make any nearby number look backed.
 RATE_FIELD = re.compile(r"(median_|p\d+_)?gbps|gb_per_s")
+# Time fields that are no summary prose quotes, for the same reason: a
+# run's slowest and fastest repetition, the lab's streaming floor, and
+# rates whose names end like a time ("gb_per_s").
+NOT_A_TIME = re.compile(r"(min|max|mean|stdev)_[mnu]?s|floor_ns|.*per_s")
 
 # Sizes as a run writes them: "--size 100G", "16 GiB", "2M", "512 MiB".
 SIZE_TOKEN = re.compile(rf"\b({NUMBER}) ?([KMGT])(?:i?B)?\b")
@@ -285,15 +309,16 @@ class Evidence:
             if key.endswith("bytes") or key == "size":
                 self.sizes.add(float(value))
             for end, scale in TIME_FIELDS.items():
-                if key.endswith(end):
+                if key.endswith(end) and not NOT_A_TIME.fullmatch(key):
                     self.seconds.add(value * scale)
                     break
 
 
 def _run_texts(run_dir):
-    """Every readable file of a run (gzip'd logs unpacked), as text or
-    as parsed JSON."""
-    for path in sorted(run_dir.rglob("*")):
+    """Every readable file of a run, or the one file named (gzip'd logs
+    unpacked), as text or as parsed JSON."""
+    files = [run_dir] if run_dir.is_file() else run_dir.rglob("*")
+    for path in sorted(files):
         if not path.is_file() or path.suffix in (".png", ".svg"):
             continue
         raw = path.read_bytes()
@@ -313,7 +338,9 @@ _EVIDENCE = {}
 
 
 def evidence(run):
-    """The numbers and durations in a run's files, read once."""
+    """The numbers and durations in a run's files, read once.  run may
+    also name a file or folder inside one ("lab-zen3/run1/lab.json"):
+    its numbers alone."""
     if run not in _EVIDENCE:
         found = Evidence()
         for item in _run_texts(paths.COMMITTED_RESULTS / run):
@@ -321,8 +348,11 @@ def evidence(run):
                 found.add_text(item)
             else:
                 found.add_json(item)
-        if (paths.COMMITTED_RESULTS / run / "table.py").is_file():
-            # What the run's own table script computes from its samples.
+        run_dir = paths.COMMITTED_RESULTS / run
+        if (run_dir / "table.py").is_file() and \
+                (run_dir / "results.json").is_file():
+            # What the run's own table script computes from its samples
+            # (a script the docs render: its run records its command).
             found.add_text(tables.RENDERERS["script"](
                 tables.provenance(run), paths.COMMITTED_RESULTS / run))
         _EVIDENCE[run] = found

@@ -53,7 +53,10 @@ medians, "cold" a flushed destination as a rebind writes):
   - Cached copies with vmemmap tail reuse, whatever the size: such a
     range writes 128 struct pages (8 KiB) per compound page, a short
     streamed run between cached stores to the head and first tails, and
-    MOVNTI was slower than the cached copy there in every replay.  On
+    MOVNTI was slower than the cached copy there in every replay on an
+    AMD part (the one Intel run with tail reuse, the Xeon reporting
+    family 6 model 167, docs/results/lab-xeon-model167-2cpu/, had MOVNTI
+    1.53x and 1.42x faster, rewrite only: RULE_EXCEPTIONS).  On
     Zen 3 (AMD EPYC family 25 model 1, 32 MiB L3, docs/results/lab-zen3/,
     the lab fencing once per call as the kernel does) template-regs was
     1.39x-1.89x faster than MOVNTI over the 1.6 GB written by 2M-reuse
@@ -90,13 +93,14 @@ medians, "cold" a flushed destination as a rebind writes):
     many-core machine measured, 8 threads reach half of it.  An earlier session on the
     same kind of machine gained less from 8 to 16 (23.98 to 18.85 ms,
     1.27x, with 12 threads at 15.39 ms, mm-1600M.json).  At 1 TB, 16
-    threads wrote the memmap in 142 ms (mm2-16000M.json) against
-    1525 ms on one; 8 threads were not measured there.  16 is the most
+    threads wrote the memmap in 142 ms (mm2-16000M.json) and one thread
+    in 1525 ms in another run (mm-16000M.json); no run timed both, nor
+    8 threads.  16 is the most
     threads measured anywhere, so the data say nothing of a higher cap;
     the Zen VMs measured had two CPUs, where a second MOVNTI thread
-    gained 0.98x on Zen 5, 1.13x on Zen 4 and 1.22x on Zen 3 (the
-    lab.json files' threads sweeps, Zen 3's run2: a unit-test run
-    perturbed run1's; on Zen 3 MOVNTI on two threads was
+    gained 0.98x on Zen 5, 1.13x on Zen 4, 1.22x on Zen 3 and 2.03x
+    on the model 167 Xeon (the lab.json files' threads sweeps, Zen 3's
+    run2: a unit-test run perturbed run1's; on Zen 3 MOVNTI on two threads was
     slower than template-regs on two in both runs, while SSE2 or AVX2
     streaming was the fastest store: RULE_EXCEPTIONS).
 """
