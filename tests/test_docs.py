@@ -539,3 +539,28 @@ def test_a_number_beside_a_table_is_checked_against_its_run():
     assert beside, "no block sits beside the bench table"
     typed, = typed_numbers.quantities("took 123.45 ms")
     assert typed_numbers.check_quantity(typed, beside[0])
+
+
+@pytest.mark.parametrize("command,kernels,want", [
+    ("python3 -m zdinit bench --kernels base,patched", {"base": "6.12.117"},
+     "python3 -m zdinit bench --base 6.12 --kernels stock,patched"),
+    ("python3 -m zdinit bench --scenarios kmem --kernels=hotplug-base "
+     "--base=6.12", {"hotplug-base": "6.12.117"},
+     "python3 -m zdinit bench --scenarios kmem --kernels=hotplug-stock "
+     "--base=6.12"),
+    ("python3 -m zdinit build base", {"base": "7.3.4"},
+     "python3 -m zdinit build stock"),
+    ("python3 -m zdinit clear --size 4G", {"clear-base": "6.12.117"},
+     "python3 -m zdinit clear --base 6.12 --size 4G"),
+    ("python3 -m zdinit bench --kernels base,patched-memcpy",
+     {"base": "6.12.117", "patched-memcpy": "6.12.117"}, None),
+])
+def test_todays_command_of_a_run(command, kernels, want):
+    """The command that repeats a run today: kernels by today's names,
+    --base where the run's base is no longer the default, none where a
+    kernel is gone (the caption then gives the revision to check out)."""
+    results = {"command": command, "env": {"kernels": kernels},
+               "runs": [{"kernel": k} for k in kernels]}
+    assert tables.todays_command(results) == want
+    if want:
+        assert check_command(want) is None

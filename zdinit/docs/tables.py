@@ -261,15 +261,21 @@ def todays_command(results):
         return results["command"]
     if any(name not in build.VARIANTS for name in run_kernels(results)):
         return None
+    def renamed(names):
+        return ",".join(build.canonical(k) for k in names.split(","))
+
     out = []
     for i, word in enumerate(words):
-        after_kernels = i and words[i - 1] in ("--kernels", "--kernel")
-        if after_kernels or (words[3] == "build" and i > 3
-                             and not word.startswith("-")):
-            word = ",".join(build.canonical(k) for k in word.split(","))
+        option, eq, value = word.partition("=")
+        if eq and option in ("--kernels", "--kernel"):
+            word = f"{option}={renamed(value)}"
+        elif (i and words[i - 1] in ("--kernels", "--kernel")) or (
+                words[3] == "build" and i > 3 and not word.startswith("-")):
+            word = renamed(word)
         out.append(word)
     on = run_bases(results)
-    if "--base" not in words and on and on != [bases.DEFAULT]:
+    given = any(w.partition("=")[0] == "--base" for w in words)
+    if not given and on and on != [bases.DEFAULT]:
         out[4:4] = ["--base", ",".join(on)]
     return shlex.join(out)
 
