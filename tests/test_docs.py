@@ -564,3 +564,18 @@ def test_todays_command_of_a_run(command, kernels, want):
     assert tables.todays_command(results) == want
     if want:
         assert check_command(want) is None
+
+
+def test_a_marker_leaves_rows_out_and_draws_the_plot():
+    """'where: NAME !~ TEXT' keeps the rows without TEXT; 'plot: TEXT'
+    puts the run's plot after the table, by its path from the page."""
+    spec = "bench-100g-7.3-stack rebind; where: strategy !~ stream@1"
+    body = tables.render(spec + "; plot: the run", "docs/measurements.md")
+    rows = [r for r in tables.markdown_tables(body)[0][1:]]
+    assert rows and not any("stream@1" in r[2] for r in rows)
+    assert any(r[2] == "auto->stream x2" for r in rows)
+    assert body.rstrip().endswith(
+        "![the run](../docs/results/bench-100g-7.3-stack/bench.png)")
+    assert "![" not in tables.render(spec)
+    with pytest.raises(UsageError, match="draws no plot"):
+        tables.render("clear-perf-7.3 clearing; plot: x")
