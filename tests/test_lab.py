@@ -409,6 +409,40 @@ def test_a_wrong_opt_in_is_caught(monkeypatch, wrong, caught):
     assert verdicts[caught][0] != verdicts[caught][1]
 
 
+def capability_lines(series_dir):
+    """(function of the hunk, added line, the added line before it) of
+    every line the series adds that names X86_FEATURE_CLEAR_PAGES_STREAM."""
+    out = []
+    for patch in sorted(series_dir.glob("0*.patch")):
+        func, prev = "", ""
+        for line in patch.read_text().splitlines():
+            if line.startswith("@@"):
+                func, prev = line.split("@@")[2].strip(), ""
+            elif line.startswith("+") and not line.startswith("+++"):
+                code = line[1:].strip()
+                if code.startswith(("*", "/*", "#define")):
+                    continue
+                if "X86_FEATURE_CLEAR_PAGES_STREAM" in code:
+                    out.append((func, code, prev))
+                prev = code
+    return out
+
+
+@pytest.mark.parametrize("base", ["7.3", "6.12"])
+def test_opted_in_is_what_the_clear_series_sets(base):
+    """opted_in() mirrors the kernel: the capability is set in
+    init_amd_zen3() alone, only with CLZERO, and it alone lets
+    clear_pages_stream_threshold() give a size."""
+    lines = capability_lines(paths.PATCHES / f"linux-{base}-clear")
+    assert sorted(lines) == sorted([
+        ("static void init_amd_zen3(struct cpuinfo_x86 *c)",
+         "set_cpu_cap(c, X86_FEATURE_CLEAR_PAGES_STREAM);",
+         "if (cpu_has(c, X86_FEATURE_CLZERO))"),
+        ("int populate_cache_leaves(unsigned int cpu)",
+         "if (!boot_cpu_has(X86_FEATURE_CLEAR_PAGES_STREAM))",
+         "return -ENODEV;")]), lines
+
+
 def test_a_run_without_a_full_read_and_write_judges_nothing():
     def row(method, access, ns):
         return {"method": method, "access": access, "touch_bytes": 2 << 20,
