@@ -454,6 +454,9 @@ def test_a_run_without_a_full_read_and_write_judges_nothing():
     assert clear_stores.streaming_pays(runs, ZEN3) is False
     rule = clear_stores.clear_rule(runs, ZEN3)
     assert "disagrees" in clear_stores.clear_rule_lines(rule)[-1]
+    quick = clear_stores.clear_rule(runs, ZEN3, quick=True)
+    assert quick["streaming_pays"] is None
+    assert "not judged" in clear_stores.clear_rule_lines(quick)[0]
 
 
 def test_streaming_a_2m_page_costs_a_task_that_reads_it_all_at_once():

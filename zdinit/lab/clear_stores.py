@@ -273,11 +273,13 @@ def streaming_pays(fault_runs, cpu):
     return all(c[stream] < c[UPSTREAM] for c in us.values())
 
 
-def clear_rule(fault_runs, cpu):
+def clear_rule(fault_runs, cpu, quick=False):
     """The clearing rule against this run: what the run shows, and what
-    the kernel does by default on this CPU."""
+    the kernel does by default on this CPU.  A quick run's few rounds
+    judge nothing."""
     return {"clear_touch_us": clear_touch_us(fault_runs, cpu),
-            "streaming_pays": streaming_pays(fault_runs, cpu),
+            "streaming_pays": None if quick else streaming_pays(fault_runs,
+                                                                cpu),
             "kernel_streams": opted_in(cpu),
             "stream_method": stream_method(cpu)}
 
@@ -287,8 +289,8 @@ def clear_rule_lines(rule):
     kernel's default agrees with it."""
     us, stream = rule["clear_touch_us"], rule["stream_method"]
     if rule["streaming_pays"] is None:
-        return ["clearing rule: no full read and write after a 2M clear "
-                "measured"]
+        return ["clearing rule: not judged (a --quick run, or no full read "
+                "and write after a 2M clear measured)"]
     cells = "; ".join(f"{a} {c[UPSTREAM]:.1f} against {c[stream]:.1f}"
                       for a, c in us.items())
     pays = "faster" if rule["streaming_pays"] else "not faster"

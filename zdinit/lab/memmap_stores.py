@@ -464,9 +464,12 @@ def committed_memmap_runs(root=paths.COMMITTED_RESULTS):
 
 def committed_fault_runs(root=paths.COMMITTED_RESULTS):
     """{path under root: (cpu, fault runs)} of every committed clear and
-    touch: the "clear" part of a memmap_stores.json, or a `zdlab clear fault`."""
+    touch: the "clear" part of a memmap_stores.json, or a `zdlab clear fault`;
+    a --quick lab run repeats too few times to count."""
     out: dict = {}
     for name, data in committed_files(root):
+        if data.get("quick"):
+            continue
         if "clear" in data:
             out[name] = (data["cpu"], data["clear"]["fault"])
         elif data.get("command") == "clear fault":
@@ -859,7 +862,7 @@ def run(quick=False, reserve_hugetlb=False, out_root=paths.RESULTS):
             clear = clear_stores.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
                                   feats["clear_methods"], progress.say)
             clear["rule"] = clear_stores.clear_rule(clear["fault"],
-                                                    feats["cpu"])
+                                                    feats["cpu"], quick)
             size_runs = [r for r in all_runs if r["sweep"] == "size"]
             rec = recommend(all_runs, feats["cpu"], nproc,
                             feats["strategies"])
