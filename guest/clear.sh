@@ -7,8 +7,9 @@
 # huge folio away from the fault's neighbourhood streamed, whatever its
 # size: stream=always, with CLZERO where the CPU has it and MOVNTI
 # otherwise, so MOVNTI under TCG).  The switch is the series' last patch,
-# not for merging; the kernel's own default ("auto") streams those runs on
-# any CPU when together they reach its L2 size (stream_min_kb).
+# not for merging; the kernel's own default ("auto") streams those runs
+# only on a CPU it opts in, when together they reach its L2 size
+# (stream_min_kb, 0 on any other CPU, TCG's among them).
 
 CLEAR_KNOBS=/sys/kernel/debug/folio_zero_user
 PAGES=$(param pages 2M | tr , ' ')

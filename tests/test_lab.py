@@ -349,50 +349,115 @@ def test_the_kernels_clearing_methods_are_rows_of_their_kind():
 
 # ---- the clearing rule (clear_stores.clear_choice) ---------------------------
 
+ZEN3 = {"family": 25, "model_id": 1, "clzero": True, "l2_kb": 512}
 ZEN4 = {"family": 25, "model_id": 17, "clzero": True}
 XEON = {"family": 6, "model_id": 207, "clzero": False}
 
 
-def test_clear_rule_streams_from_the_l2_with_clzero_or_movnti():
+def test_clear_rule_streams_from_the_l2_only_where_the_cpu_is_opted_in():
     M = 1 << 20
-    assert clear_stores.clear_choice(2 * M, M, ZEN4) == "clzero"
-    assert clear_stores.clear_choice(2 * M - 4096 * 5, 2 * M, XEON) == \
-        "extent-stosb"      # a 2 MB THP's runs away from the fault
-    assert clear_stores.clear_choice(1 << 30, 2 * M, XEON) == "movnti"
-    assert clear_stores.clear_choice(1 << 30, 0, ZEN4) == "extent-stosb"
+    away_2m = 2 * M - 4096 * 5      # a 2 MB THP's runs away from the fault
+    assert clear_stores.clear_choice(away_2m, M // 2, ZEN3) == "clzero"
+    assert clear_stores.clear_choice(M // 2 - 4096, M // 2, ZEN3) == \
+        "extent-stosb"
+    assert clear_stores.clear_choice(1 << 30, 0, ZEN3) == "extent-stosb"
+    # Zen 3 hiding CLZERO, Zen 4, the Xeon: never, whatever the size.
+    for cpu in (dict(ZEN3, clzero=False), ZEN4, XEON):
+        assert clear_stores.clear_choice(1 << 30, M, cpu) == "extent-stosb"
+    # Every Zen 3 model range of family 19h, and nothing around them.
+    assert [m for m in range(0x100)
+            if clear_stores.opted_in(dict(ZEN3, model_id=m))] == \
+        list(range(0x00, 0x10)) + list(range(0x20, 0x60))
     # A run's own l2_kb first; the committed CPUs' L2 where it has none.
     assert clear_stores.l2_bytes(dict(XEON, l2_kb=1024)) == M
     assert clear_stores.l2_bytes(XEON) == 2 * M
     assert clear_stores.l2_bytes({"family": 1, "model_id": 1}) == 0
 
 
-def committed_clear_points():
-    return {name: clear_stores.clear_rule_points(runs, cpu) for name, (cpu, runs)
-            in memmap_stores.committed_clear_runs().items()}
+def committed_verdicts():
+    """{run: (streaming pays there, the kernel streams there)}."""
+    return {name: (clear_stores.streaming_pays(runs, cpu),
+                   clear_stores.opted_in(cpu))
+            for name, (cpu, runs) in
+            memmap_stores.committed_fault_runs().items()}
 
 
-def test_clear_rule_is_within_10_percent_on_every_committed_clearing_run():
-    points = committed_clear_points()
-    assert set(points) == {"lab-clear/lab.json",
-                           "lab-xeon-emr-16cpu/zdlab/clear.json",
-                           "lab-xeon-emr-16cpu/zdlab/clear3-hot.json",
-                           "lab-zen3/run1/lab.json", "lab-zen3/run2/lab.json",
-                           "lab-xeon-model167-2cpu/lab.json"}
-    assert sum(map(len, points.values())) >= 29 + 2 * 24 + 10
-    assert not [(n, p) for n, ps in points.items() for p in ps
-                if p["flagged"]]
+def test_the_kernel_streams_by_default_where_a_committed_run_shows_it_pays():
+    """Every committed clear and touch run: streamed, the clear plus a
+    full read and a full write of a 2 MB page were both faster exactly on
+    the CPUs the kernel opts in (X86_FEATURE_CLEAR_PAGES_STREAM)."""
+    verdicts = committed_verdicts()
+    assert {"lab-clear/lab.json", "lab-xeon-emr-16cpu/zdlab/fault.json",
+            "lab-zen3/run1/lab.json", "lab-zen3/run2/lab.json",
+            "lab-zen3-clear-fault/fault-1.json",
+            "lab-zen3-clear-fault/fault-2.json",
+            "lab-zen3-clear-fault/fault-3.json",
+            "lab-xeon-model167-2cpu/lab.json"} <= set(verdicts)
+    assert all(pays is not None for pays, _ in verdicts.values())
+    assert {name: v for name, v in verdicts.items() if v[0] != v[1]} == {}
+    assert verdicts["lab-zen3-clear-fault/fault-1.json"] == (True, True)
+    assert verdicts["lab-clear/lab.json"] == (False, False)
 
 
-@pytest.mark.parametrize("name,wrong,caught", [
-    ("clear_choice", lambda run, l2, cpu: "extent-stosb",
-     ("lab-clear/lab.json", "cold")),
-    ("stream_method", lambda cpu: "movnti", ("lab-clear/lab.json", "hot")),
-], ids=["never-stream", "movnti-despite-clzero"])
-def test_a_wrong_clear_rule_is_caught(monkeypatch, name, wrong, caught):
-    monkeypatch.setattr(clear_stores, name, wrong)
-    flagged = {(n, p["state"]) for n, ps in committed_clear_points().items()
-               for p in ps if p["flagged"]}
-    assert caught in flagged
+@pytest.mark.parametrize("wrong,caught", [
+    (lambda cpu: True, "lab-xeon-emr-16cpu/zdlab/fault.json"),
+    (lambda cpu: bool(cpu.get("clzero")), "lab-clear/lab.json"),
+    (lambda cpu: False, "lab-zen3-clear-fault/fault-1.json"),
+], ids=["every-cpu", "every-clzero-cpu", "never"])
+def test_a_wrong_opt_in_is_caught(monkeypatch, wrong, caught):
+    monkeypatch.setattr(clear_stores, "opted_in", wrong)
+    verdicts = committed_verdicts()
+    assert verdicts[caught][0] != verdicts[caught][1]
+
+
+def capability_lines(series_dir):
+    """(function of the hunk, added line, the added line before it) of
+    every line the series adds that names X86_FEATURE_CLEAR_PAGES_STREAM."""
+    out = []
+    for patch in sorted(series_dir.glob("0*.patch")):
+        func, prev = "", ""
+        for line in patch.read_text().splitlines():
+            if line.startswith("@@"):
+                func, prev = line.split("@@")[2].strip(), ""
+            elif line.startswith("+") and not line.startswith("+++"):
+                code = line[1:].strip()
+                if code.startswith(("*", "/*", "#define")):
+                    continue
+                if "X86_FEATURE_CLEAR_PAGES_STREAM" in code:
+                    out.append((func, code, prev))
+                prev = code
+    return out
+
+
+@pytest.mark.parametrize("base", ["7.3", "6.12"])
+def test_opted_in_is_what_the_clear_series_sets(base):
+    """opted_in() mirrors the kernel: the capability is set in
+    init_amd_zen3() alone, only with CLZERO, and it alone lets
+    clear_pages_stream_threshold() give a size."""
+    lines = capability_lines(paths.PATCHES / f"linux-{base}-clear")
+    assert sorted(lines) == sorted([
+        ("static void init_amd_zen3(struct cpuinfo_x86 *c)",
+         "set_cpu_cap(c, X86_FEATURE_CLEAR_PAGES_STREAM);",
+         "if (cpu_has(c, X86_FEATURE_CLZERO))"),
+        ("int populate_cache_leaves(unsigned int cpu)",
+         "if (!boot_cpu_has(X86_FEATURE_CLEAR_PAGES_STREAM))",
+         "return -ENODEV;")]), lines
+
+
+def test_a_run_without_a_full_read_and_write_judges_nothing():
+    def row(method, access, ns):
+        return {"method": method, "access": access, "touch_bytes": 2 << 20,
+                "order": "neighbourhood-last", "median_ns": ns,
+                "cpu_median_ns": ns}
+    runs = [row("extent-stosb", "read", 200e3), row("clzero", "read", 150e3)]
+    assert clear_stores.streaming_pays(runs, ZEN3) is None
+    runs += [row("extent-stosb", "write", 200e3), row("clzero", "write", 201e3)]
+    assert clear_stores.streaming_pays(runs, ZEN3) is False
+    rule = clear_stores.clear_rule(runs, ZEN3)
+    assert "disagrees" in clear_stores.clear_rule_lines(rule)[-1]
+    quick = clear_stores.clear_rule(runs, ZEN3, quick=True)
+    assert quick["streaming_pays"] is None
+    assert "not judged" in clear_stores.clear_rule_lines(quick)[0]
 
 
 def test_streaming_a_2m_page_costs_a_task_that_reads_it_all_at_once():

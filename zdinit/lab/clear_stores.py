@@ -200,33 +200,20 @@ def recommend(bench_runs, methods):
 # ---- the clearing rule -----------------------------------------------------
 
 # The rule of clear_pages_stream_threshold() and folio_zero_user()
-# (patches/linux-7.3-clear/0001 and 0002): clear the
-# runs of a huge folio away from the fault with clear_pages_stream() when
-# together they are at least the size of the L2, whatever the CPU: it
-# zeroes with CLZERO where the CPU has it and with MOVNTI otherwise.
-# Below the L2, or with no L2 size known, upstream's REP STOSB, which
-# leaves the folio in the cache for the task that faulted it.  Why, from
-# the committed runs:
-#  - Zen 4 (CLZERO, 1 MiB L2; docs/results/lab-clear/): CLZERO cleared a
-#    cold region 3.1x as fast as REP STOSB over 2 MB extents and 1.2x over
-#    1 GB, a region in the L3 1.4x as fast; after clearing one 2 MB page,
-#    its first 4 KB was read in 26.8 us against 75.1, and all of it in
-#    102.0 against 97.3 us (5% more).
-#  - Intel Xeon EMR (no CLZERO, 2 MiB L2; docs/results/lab-xeon-emr-16cpu/):
-#    MOVNTI cleared a cold region 1.36x as fast over 2 MB extents and
-#    1.17x over 1 GB, one in the L3 as fast (1.04x and 1.00x); after one
-#    2 MB page, its first 4 KB was read in 145.0 us against 190.8 (134.2
-#    with the neighbourhood cleared last), but all of it in 343.9 against
-#    268.4 us (28% more): the reason a folio below the L2 (a 2 MB THP
-#    here) keeps REP STOSB.
-#  - Zen 3 (CLZERO, 512 KiB L2; docs/results/lab-zen3/, two runs):
-#    CLZERO cleared a cold region at 44.3 and 49.5 GB/s over 2 MB extents
-#    against REP STOSB's 14.0 and 14.2, and the rule was within 10% of
-#    the faster kernel method at every extent measured in both runs.
-#  - Zen 5 has CLZERO, and the rule would stream there as on Zen 4, but
-#    no clearing run of it is committed (docs/results/lab/lab.json
-#    predates the clearing sweep).
-CLEAR_TOLERANCE = 1.10
+# (patches/linux-7.3-clear/0001 and 0002): stream by default only on a CPU
+# the kernel opts in with X86_FEATURE_CLEAR_PAGES_STREAM, and there clear
+# the runs of a huge folio away from the fault with clear_pages_stream()
+# (CLZERO where the CPU has it, MOVNTI otherwise) when together they reach
+# the L2.  Everywhere else, and below the L2, upstream's REP STOSB.  A CPU
+# is opted in where a committed lab run shows the whole operation faster
+# streamed: one 2 MB page cleared in folio_zero_user()'s order, then all
+# of it read, or all of it written (streaming_pays());
+# tests/test_lab.py checks the two against every committed run.
+# The Zen 3 models of family 19h (bsp_init_amd() sets X86_FEATURE_ZEN3
+# for them), on which init_amd_zen3() sets X86_FEATURE_CLEAR_PAGES_STREAM
+# where the CPU has CLZERO.
+ZEN3 = (0x19, ((0x00, 0x0f), (0x20, 0x5f)))
+KERNEL_ORDER = "neighbourhood-last"
 # The L2 of the CPUs of the committed clearing runs, which predate
 # zdlab's l2_kb: Zen 4's from the clear series' measurements (patch 0001:
 # "1 MiB L2 per core"), the Xeon's from its lscpu (zdlab/env.txt).
@@ -246,52 +233,75 @@ def stream_method(cpu):
     return "clzero" if cpu.get("clzero") else "movnti"
 
 
+def opted_in(cpu):
+    """Whether the kernel sets X86_FEATURE_CLEAR_PAGES_STREAM on this CPU,
+    as zdlab recorded it."""
+    family, models = ZEN3
+    return bool(cpu.get("clzero")) and cpu.get("family") == family and any(
+        lo <= cpu.get("model_id", -1) <= hi for lo, hi in models)
+
+
 def clear_choice(run_bytes, l2, cpu):
-    """The rule: how the kernel should clear a run of run_bytes away from
-    the fault, given the L2 size in bytes (0 if unknown)."""
-    return stream_method(cpu) if l2 and run_bytes >= l2 else UPSTREAM
+    """The rule: how the kernel clears a run of run_bytes away from the
+    fault by default, given the L2 size in bytes (0 if unknown)."""
+    if opted_in(cpu) and l2 and run_bytes >= l2:
+        return stream_method(cpu)
+    return UPSTREAM
 
 
-def clear_rule_points(bench_runs, cpu):
-    """Per backing, state and extent measured: the rule's method against
-    the faster of the two the kernel has (upstream's REP STOSB and
-    clear_pages_stream()), in CPU-time GB/s.  No other method is read,
-    so no table of methods is needed."""
-    l2 = l2_bytes(cpu)
-    points: list = []
+def clear_touch_us(fault_runs, cpu):
+    """{access: {method: us}}: a 2 MB page cleared in folio_zero_user()'s
+    order with upstream's method or clear_pages_stream()'s, then all of it
+    read or written, median us of CPU time; accesses with both only."""
+    mine = (UPSTREAM, stream_method(cpu))
     cells: dict = {}
-    for r in measured(bench_runs):
-        cells.setdefault((r["backing"], r["state"], r["extent_bytes"]),
-                         {})[r["method"]] = r[RATE]
-    for (backing, state, extent), rates in sorted(cells.items()):
-        kernel = {m: rates[m] for m in (UPSTREAM, stream_method(cpu))
-                  if m in rates}
-        mine = clear_choice(extent, l2, cpu)
-        if mine not in kernel or len(kernel) < 2:
-            continue
-        top = max(kernel, key=kernel.__getitem__)
-        points.append({
-            "backing": backing, "state": state, "extent_bytes": extent,
-            "rule": mine, "rule_gb_per_s": kernel[mine],
-            "kernel_best": top, "kernel_best_gb_per_s": kernel[top],
-            "flagged": kernel[top] > CLEAR_TOLERANCE * kernel[mine]})
-    return points
+    for r in measured(fault_runs):
+        if (r["order"] == KERNEL_ORDER and r["touch_bytes"] == HUGE_2M
+                and r["method"] in mine):
+            cells.setdefault(r["access"], {})[r["method"]] = r[COST] / 1e3
+    return {a: c for a, c in sorted(cells.items()) if len(c) == len(mine)}
 
 
-def clear_rule_lines(points, cpu):
-    """The clearing rule here, and where it is more than CLEAR_TOLERANCE
-    slower than the faster method the kernel has."""
-    l2 = l2_bytes(cpu)
-    flagged = [p for p in points if p["flagged"]]
-    lines = [f"clearing rule: {stream_method(cpu)} from the L2 "
-             f"({fmt_size(l2) if l2 else 'unknown: never'}), {UPSTREAM} "
-             f"below it; within "
-             f"{CLEAR_TOLERANCE - 1:.0%} of the faster kernel method at "
-             f"{len(points) - len(flagged)} of {len(points)} points"]
-    lines += [f"  {p['backing']}/{p['state']} {fmt_size(p['extent_bytes'])}: "
-              f"rule {p['rule']} {p['rule_gb_per_s']:.1f} GB/s, "
-              f"{p['kernel_best']} {p['kernel_best_gb_per_s']:.1f}"
-              for p in flagged]
+def streaming_pays(fault_runs, cpu):
+    """Whether the clear and a full touch took less time streamed than
+    with upstream's method, both for a read and for a write; None where
+    the run does not have both."""
+    us = clear_touch_us(fault_runs, cpu)
+    if set(us) != {"read", "write"}:
+        return None
+    stream = stream_method(cpu)
+    return all(c[stream] < c[UPSTREAM] for c in us.values())
+
+
+def clear_rule(fault_runs, cpu, quick=False):
+    """The clearing rule against this run: what the run shows, and what
+    the kernel does by default on this CPU.  A quick run's few rounds
+    judge nothing."""
+    return {"clear_touch_us": clear_touch_us(fault_runs, cpu),
+            "streaming_pays": None if quick else streaming_pays(fault_runs,
+                                                                cpu),
+            "kernel_streams": opted_in(cpu),
+            "stream_method": stream_method(cpu)}
+
+
+def clear_rule_lines(rule):
+    """The run's verdict on streaming a 2 MB page, and whether the
+    kernel's default agrees with it."""
+    us, stream = rule["clear_touch_us"], rule["stream_method"]
+    if rule["streaming_pays"] is None:
+        return ["clearing rule: not judged (a --quick run, or no full read "
+                "and write after a 2M clear measured)"]
+    cells = "; ".join(f"{a} {c[UPSTREAM]:.1f} against {c[stream]:.1f}"
+                      for a, c in us.items())
+    pays = "faster" if rule["streaming_pays"] else "not faster"
+    kernel = ("streams" if rule["kernel_streams"]
+              else "keeps clear_pages()")
+    lines = [f"clearing rule: clear + full touch of a 2M page, {UPSTREAM} "
+             f"against {stream}, us: {cells}: {stream} {pays} for both; "
+             f"the kernel {kernel} by default on this CPU"]
+    if rule["streaming_pays"] != rule["kernel_streams"]:
+        lines.append("  the kernel's default disagrees with this run: see "
+                     "X86_FEATURE_CLEAR_PAGES_STREAM in the clear series")
     return lines
 
 

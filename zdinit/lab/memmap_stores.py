@@ -463,14 +463,17 @@ def committed_memmap_runs(root=paths.COMMITTED_RESULTS):
     return out
 
 
-def committed_clear_runs(root=paths.COMMITTED_RESULTS):
-    """{path under root: (cpu, bench runs)} of every committed clearing
-    bench: the "clear" part of a memmap_stores.json, or a `zdlab clear bench`."""
+def committed_fault_runs(root=paths.COMMITTED_RESULTS):
+    """{path under root: (cpu, fault runs)} of every committed clear and
+    touch: the "clear" part of a memmap_stores.json, or a `zdlab clear fault`;
+    a --quick lab run repeats too few times to count."""
     out: dict = {}
     for name, data in committed_files(root):
+        if data.get("quick"):
+            continue
         if "clear" in data:
-            out[name] = (data["cpu"], data["clear"]["bench"])
-        elif data.get("command") == "clear bench":
+            out[name] = (data["cpu"], data["clear"]["fault"])
+        elif data.get("command") == "clear fault":
             out[name] = (data["cpu"], data["runs"])
     return out
 
@@ -892,8 +895,8 @@ def run(quick=False, reserve_hugetlb=False, out_root=paths.RESULTS):
                 all_runs += data["runs"]
             clear = clear_stores.run(zdlab, quick, feats["cpu"]["llc_kb"] << 10,
                                   feats["clear_methods"], progress.say)
-            clear["rule"] = clear_stores.clear_rule_points(clear["bench"],
-                                                        feats["cpu"])
+            clear["rule"] = clear_stores.clear_rule(clear["fault"],
+                                                    feats["cpu"], quick)
             size_runs = [r for r in all_runs if r["sweep"] == "size"]
             rec = recommend(all_runs, feats["cpu"], nproc,
                             feats["strategies"])
@@ -939,7 +942,7 @@ def run(quick=False, reserve_hugetlb=False, out_root=paths.RESULTS):
                  f"{nproc} CPUs): " + ", ".join(f"{name} {n}" for name, n
                                                 in saturate.items()))
     lines += clear_stores.summary_lines(clear["recommendation"])
-    lines += clear_stores.clear_rule_lines(clear["rule"], feats["cpu"])
+    lines += clear_stores.clear_rule_lines(clear["rule"])
     lines.append(f"results: {final}")
     return "\n".join(lines)
 

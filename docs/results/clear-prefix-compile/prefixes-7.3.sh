@@ -1,0 +1,20 @@
+#!/bin/sh
+# Compile the files each prefix of the 7.3 clear series touches, in the
+# harness's clear configuration (tinyconfig + zdinit, clear), made in $O first.
+set -e
+O=/work/build-clear73
+cd /work/ktree-clear
+for c in $(git rev-list --reverse 1bc8b17..HEAD); do
+	git checkout -q $c
+	case "$(git log -1 --format=%s)" in
+	"mm: clear huge folios away"*|"mm: debugfs"*) objs="mm/memory.o";;
+	"x86/mm: Add clear_pages_stream"*) objs="arch/x86/kernel/cpu/amd.o arch/x86/kernel/cpu/cacheinfo.o arch/x86/lib/clear_page_64.o mm/memory.o";;
+	esac
+	echo "== $(git log -1 --format='%h %s')"
+	make -s -C . O=$O HOSTCC="ccache gcc" CC="ccache gcc" olddefconfig
+	(cd $O && rm -f $objs)
+	make -C . O=$O -j2 HOSTCC="ccache gcc" CC="ccache gcc" $objs 2>&1 | grep -v "Entering\|Leaving\|DESCEND\|^  [A-Z]*  *[a-z]"  || true
+	for o in $objs; do test -f $O/$o || { echo "MISSING $o"; exit 1; }; done
+	echo "built: $objs"
+done
+git checkout -q master
