@@ -89,7 +89,12 @@ def test_an_error_names_what_the_user_gave(tmp_path, args, message):
 
 
 def make(*args):
-    return subprocess.run(["make", "-n", *args], cwd=ROOT,
+    # As a user types it: under an outer make (make test runs these tests)
+    # the inherited MAKELEVEL and MAKEFLAGS would make it print its
+    # directory and take the outer run's flags.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    return subprocess.run(["make", "-n", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True)
 
 
