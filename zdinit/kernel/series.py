@@ -149,7 +149,7 @@ def diff_lines(patch):
     """(path, removed lines, added lines) of each file patch changes, the
     lines without their '-' or '+', read hunk by hunk so that the mail's
     '-- ' signature is no removed line."""
-    files = []
+    files: list[tuple[str, list[str], list[str]]] = []
     old_left = new_left = 0
     with open(patch, errors="replace") as fh:
         for line in fh:
@@ -180,7 +180,8 @@ def check_additive(base, parts):
     line that such a patch added before it, never one of the tree that
     the patches for merging make.  So the kernel it times and tests runs
     the code offered for merging with lines added."""
-    added = collections.defaultdict(collections.Counter)
+    added: dict[str, collections.Counter] = collections.defaultdict(
+        collections.Counter)
     for part, patches in parts:
         for patch in patches:
             if is_for_merging(part, patch):
