@@ -44,6 +44,24 @@ def test_line_without_threads_has_none():
     assert init.threads is None
 
 
+def test_a_kit_kernel_s_step_keeps_the_kit_s_line():
+    """With the kit, each range logs the series' own line (jiffies, no
+    strategy) and the kit's after it: the step counts the range once."""
+    kit = ("@@kmsg [ 2.0] memmap_init_zone_device initialised 32768 pages "
+           "in 6840us, template, 32768 struct pages written, 1 thread")
+    own = ("@@kmsg [ 2.0] memmap_init_zone_device initialised 32768 pages "
+           "in 8ms")
+    run = console.parse("\n".join(["@@zdinit begin phase=rebind", own, kit,
+                                    own, kit, "@@zdinit done phase=rebind",
+                                    "@@zdinit begin phase=stock", own,
+                                    "@@zdinit done phase=stock"]))
+    kit_step, stock_step = run.steps
+    assert [(m.ms, m.strategy) for m in kit_step.memmap] == \
+        [(6.84, "template")] * 2
+    assert kit_step.ms == 13.68
+    assert [(m.ms, m.strategy) for m in stock_step.memmap] == [(8.0, None)]
+
+
 def test_base_fsdax_dev_log():
     run = load("fsdax-dev-base.log")
     assert run.rc == 0 and not run.splats

@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA
 from zdinit import cache, cli, deps, paths
 from zdinit.kernel import bases, build, series, source
-from zdinit.errors import UsageError
+from zdinit.errors import UsageError, ZdinitError
 
 STACKS = DATA / "series-stacks"
 PARTS = (bases.Part("one"), bases.Part("two"),
@@ -198,6 +198,56 @@ def test_a_kit_whose_cover_letter_offers_it_for_merging_is_refused(
     assert refusal(capsys) == (
         "zdinit: error: base 9.9 series kit: 0000-cover-letter.patch offers "
         "a series not for merging: its Subject lacks NOT FOR MERGING")
+
+
+KIT_PATCH = "0001-hello-the-kit-s-switch-NOT-FOR-MERGING.patch"
+
+
+def plant_kit_edit(path):
+    """The kit's patch made to change a line of part two as well."""
+    edit(path, "@@ -5,3 +5,4 @@ int two = 1;\n int three = 1;\n",
+         "@@ -5,3 +5,4 @@ int two = 1;\n-int three = 1;\n+int three = 2;\n")
+
+
+def test_a_kit_patch_that_changes_a_line_of_the_series_is_refused(
+        patches, nothing_heavy, capsys):
+    """The kit may only add lines, so that what it times and tests is
+    the code offered for merging: a planted edit of the series' code is
+    refused, naming the patch, before anything is built."""
+    plant_kit_edit(patches / KIT / KIT_PATCH)
+    assert refusal(capsys) == (
+        f"zdinit: error: base 9.9 series kit: {KIT_PATCH} is not for "
+        "merging but removes or changes a line of hello.c that the series "
+        "offers ('int three = 1;'); add lines only")
+
+
+def test_a_patch_not_for_merging_in_a_mixed_part_only_adds_too(
+        patches, nothing_heavy):
+    edit(patches / KIT / COVER, "hello: the kit [NOT FOR MERGING]",
+         "hello: the kit")
+    plant_kit_edit(patches / KIT / KIT_PATCH)
+    mixed = PARTS[:2] + (bases.Part("kit", for_merging=None),)
+    base = dataclasses.replace(BASE, stacks={"zone-device": mixed})
+    with pytest.raises(ZdinitError, match=f"^base 9.9 series kit: "
+                       f"{KIT_PATCH} is not for merging but removes"):
+        series.checked_stack("zone-device", base)
+
+
+def test_a_kit_may_take_back_a_line_of_its_own(tmp_path):
+    """Lines are matched per file, and the mail's '-- ' signature after
+    the last hunk is not a removed line."""
+    first, second = tmp_path / "1.patch", tmp_path / "2.patch"
+    first.write_text("diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n"
+                     "@@ -1 +1,2 @@\n int a;\n+int kit;\n-- \n2.39.5\n")
+    second.write_text("diff --git a/f.c b/f.c\n--- a/f.c\n+++ b/f.c\n"
+                      "@@ -1,2 +1,2 @@\n int a;\n-int kit;\n+int kit2;\n")
+    assert series.diff_lines(first) == [("f.c", [], ["int kit;"])]
+    kit = bases.Part("kit", for_merging=False)
+    series.check_additive(BASE, [(kit, [first, second])])
+    with pytest.raises(ZdinitError, match="^base 9.9 series kit: 2.patch "
+                       "is not for merging but removes or changes a line "
+                       "of f.c that the series offers"):
+        series.check_additive(BASE, [(kit, [second])])
 
 
 def test_a_mixed_part_is_checked_for_neither(patches, nothing_heavy,

@@ -62,7 +62,7 @@ TARGETS = {t.arch.name: t for t in (
         KunitBoot("qemu-system-x86_64", "qemu-system-x86", ("-cpu", "max"),
                   "ttyS0", "reboot"),
         "a small KUnit kernel, about half the objects of the harness's, "
-        "built and booted; one CPU, so one case skips"),
+        "built and booted; one CPU"),
     CrossTarget(
         build.Arch("i386", "i686-linux-gnu-", "gcc-i686-linux-gnu",
                    "arch/x86/boot/bzImage"), ("i386",), None,

@@ -1,5 +1,6 @@
 """Check the patch series: each stack is well formed, then each patch
 applies, passes checkpatch and builds."""
+import collections
 import dataclasses
 import email.parser
 import itertools
@@ -20,6 +21,9 @@ CHECKPATCH_ARGS = ["--strict", "--ignore", "FILE_PATH_CHANGES", "-q"]
 # In each part's directory, not listed in its series file.
 COVER_LETTER = "0000-cover-letter.patch"
 NOT_FOR_MERGING = "NOT FOR MERGING"
+# A hunk's header: where it starts in the old file and how many lines it
+# spans there and in the new (a count left out is 1).
+HUNK = re.compile(r"^@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 # As git format-patch --base writes them, one per patch of the parts the
 # series applies on top of, in order.
 PREREQUISITE = re.compile(r"^prerequisite-patch-id:[ \t]*(.*?)\s*$", re.M)
@@ -134,6 +138,66 @@ def check_merging(base, part, patches, cover):
                       f"merging: its Subject lacks {NOT_FOR_MERGING}")
 
 
+def is_for_merging(part, patch):
+    """Whether patch is offered for merging: its part is not the kit and
+    its Subject does not say NOT FOR MERGING."""
+    return (part.for_merging is not False
+            and NOT_FOR_MERGING not in subject_header(patch).upper())
+
+
+def diff_lines(patch):
+    """(path, removed lines, added lines) of each file patch changes, the
+    lines without their '-' or '+', read hunk by hunk so that the mail's
+    '-- ' signature is no removed line."""
+    files: list[tuple[str, list[str], list[str]]] = []
+    old_left = new_left = 0
+    with open(patch, errors="replace") as fh:
+        for line in fh:
+            line = line.rstrip("\n")
+            if old_left > 0 or new_left > 0:
+                kind, text = line[:1], line[1:]
+                if kind in " -":
+                    old_left -= 1
+                if kind in " +":
+                    new_left -= 1
+                if kind == "-":
+                    files[-1][1].append(text)
+                elif kind == "+":
+                    files[-1][2].append(text)
+                continue
+            if line.startswith("diff --git "):
+                files.append((line.split(" b/", 1)[-1], [], []))
+                continue
+            hunk = HUNK.match(line)
+            if hunk and files:
+                old_left, new_left = (int(n) if n is not None else 1
+                                      for n in hunk.groups())
+    return files
+
+
+def check_additive(base, parts):
+    """A patch not for merging only adds lines: it may take out again a
+    line that such a patch added before it, never one of the tree that
+    the patches for merging make.  So the kernel it times and tests runs
+    the code offered for merging with lines added."""
+    added: dict[str, collections.Counter] = collections.defaultdict(
+        collections.Counter)
+    for part, patches in parts:
+        for patch in patches:
+            if is_for_merging(part, patch):
+                continue
+            for path, removed, new in diff_lines(patch):
+                for line in removed:
+                    if added[path][line] <= 0:
+                        raise refusal(
+                            base, part, f"{patch.name} is not for merging "
+                            f"but removes or changes a line of {path} that "
+                            f"the series offers ({line.strip()[:60]!r}); "
+                            "add lines only")
+                    added[path][line] -= 1
+                added[path].update(new)
+
+
 def check_prerequisites(base, part, cover_text, before):
     """The cover letter names, in order, the patch-ids before lists
     (prerequisite_ids() of the parts before it): one that does not was not
@@ -158,8 +222,10 @@ def checked_stack(name, base):
     """base's stack name as build.stack_parts() gives it, each part's
     cover letter checked first: it is there, names its base commit, says
     whether the part is for merging as its patches do, and lists its
-    prerequisites as they are.  Refused in one line naming the part;
-    cheap, so check-series runs it on every stack before it builds."""
+    prerequisites as they are; then no patch not for merging removes or
+    changes a line of the others (check_additive()).  Refused in one line
+    naming the part; cheap, so check-series runs it on every stack before
+    it builds."""
     parts = list(build.stack_parts(base, name))
     before: list = []     # each patch's id computed once, for every part after it
     for i, (part, patches) in enumerate(parts):
@@ -174,6 +240,7 @@ def checked_stack(name, base):
         check_prerequisites(base, part, text, before)
         if i + 1 < len(parts):
             before += prerequisite_ids([(part, patches)])
+    check_additive(base, parts)
     return parts
 
 

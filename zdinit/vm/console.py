@@ -5,9 +5,11 @@ import re
 
 from zdinit.errors import ZdinitError
 
-# Stock 6.12 prints milliseconds from jiffies; the zdinit series prints
-# microseconds from ktime and adds the strategy and the struct pages
-# written, and with parallel init the threads the range was given.
+# The kernel prints milliseconds from jiffies; the measurement kit adds a
+# line of its own after it, in microseconds from ktime, with the strategy,
+# the struct pages written and the threads the range was given
+# (kit_lines() keeps that one).  Consoles captured before the kit only
+# added lines have the one line, in either form.
 MEMMAP_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in "
     r"(?P<value>\d+)(?P<unit>ms|us)"
@@ -158,6 +160,15 @@ def parse_memmap(line):
                       int(threads) if threads else None)
 
 
+def kit_lines(memmap):
+    """A step's memmap lines, without the kernel's own where the kit's
+    follow them: a kernel with the kit prints both for every range, and
+    only the kit's names a strategy."""
+    if any(init.strategy for init in memmap):
+        return [init for init in memmap if init.strategy]
+    return memmap
+
+
 def parse_move(line):
     m = MOVE_LINE.search(line)
     if not m:
@@ -209,6 +220,7 @@ def parse(console):
         if kind == "begin":
             current = Step(_labels(rest), [], [], [])
         elif kind == "done" and current is not None:
+            current.memmap = kit_lines(current.memmap)
             run.steps.append(current)
             current = None
         elif kind == "start":
