@@ -96,7 +96,7 @@ def test_every_booted_target_builds_the_kunit_suites(name):
         wanted = kconfig.requested(kconfig.fragment_paths(
             cross.TARGETS[name].fragments, base))
         for option in ("CONFIG_KUNIT", "CONFIG_ZONE_DEVICE_MEMMAP_KUNIT_TEST",
-                       "CONFIG_DEVICE_PRIVATE"):
+                       "CONFIG_PADATA_KUNIT_TEST", "CONFIG_DEVICE_PRIVATE"):
             assert wanted[option] == "y", (name, base.name, option)
 
 
