@@ -15,7 +15,8 @@ import time
 
 from zdinit import cache, deps, lint, paths, progress
 from zdinit.checks import clear_checks, memmap_equality, safety
-from zdinit.docs import changelog_numbers, commands, tables, typed_numbers
+from zdinit.docs import (changelog_numbers, commands, links, tables,
+                         typed_numbers)
 from zdinit.families import clearing, loop, registry, scenarios, summary
 from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
@@ -472,17 +473,21 @@ def cmd_docs(args):
     # The numbers typed beside the tables, the commits the pages cite and
     # the commands they show and the numbers of the patches' changelogs
     # are what the tables cannot re-render: a check reports them too.
+    # And the links between the pages, which nothing renders.
     problems = (typed_numbers.unbacked() + typed_numbers.missing_commits()
-                + commands.refusals(check) + changelog_numbers.unbacked())
+                + commands.refusals(check) + changelog_numbers.unbacked()
+                + links.broken())
     if args.check and problems:
-        raise ZdinitError(f"{len(problems)} number(s), commit(s) or "
-                          "command(s) in the pages that no run backs or "
-                          f"zdinit refuses, first: {problems[0]}")
+        raise ZdinitError(f"{len(problems)} number(s), commit(s), "
+                          "command(s) or link(s) in the pages that no run "
+                          f"backs, zdinit refuses or nothing answers, "
+                          f"first: {problems[0]}")
     done = "checked" if args.check else "rendered"
     print(f"{done} {count} tables" + (f"; changed {', '.join(stale)}"
                                       if stale and not args.check else "")
-          + (f"; {len(problems)} number(s), commit(s) or command(s) no run "
-             "backs or zdinit refuses" if problems and not args.check
+          + (f"; {len(problems)} number(s), commit(s), command(s) or "
+             "link(s) no run backs, zdinit refuses or nothing answers"
+             if problems and not args.check
              else ""))
 
 
@@ -807,7 +812,8 @@ def parser():
                     "what its run renders, a number typed in the prose is "
                     "in no file of its run, a cited commit is not in the "
                     "history, or zdinit refuses a command line the pages "
-                    "show (parsed and checked, nothing run)")
+                    "show (parsed and checked, nothing run), or a "
+                    "relative link names no file or heading")
     dc.set_defaults(func=cmd_docs)
 
     cv = sub.add_parser("capture-vectors", help="record the struct page "
