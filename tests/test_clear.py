@@ -22,7 +22,7 @@ M = 1 << 20
     (["clear", "--pages", "4K"], "unknown page size '4K'; choose from 2M, 1G"),
     (["clear", "--pages", "2M,16M"], "unknown page size '16M'"),
     (["clear", "--size", "3M", "--pages", "2M"], "non-zero multiple of the largest page size (2M)"),
-    (["clear", "--size", "3G", "--pages", "2M,1G", "--loops", "0"], "--loops must be 1..1000"),
+    (["clear", "--size", "3G", "--pages", "2M,1G", "--loops", "0"], "argument --loops: must be 1..1000, not 0"),
     (["clear", "--size", "1536M"], "multiple of the largest page size (1G)"),
     (["clear", "--preempt", "none,rt"], "unknown preemption model 'rt'; "
      "choose from none, voluntary, full, lazy"),
@@ -43,9 +43,9 @@ M = 1 << 20
     (["clear", "--base", "6.12,8.1"], "unknown kernel base '8.1'"),
     (["clear", "--pages", "2M,2M"], "page size '2M' given twice"),
     (["clear", "--kernels", "clear,patched"], "unknown kernel 'patched'"),
-    (["clear", "--rounds", "0"], "--rounds must be 1..100"),
+    (["clear", "--rounds", "0"], "argument --rounds: must be 1..100, not 0"),
     (["clear-check", "--pages", "512K"], "unknown page size '512K'"),
-    (["clear-check", "--kernel", "clear-base"], "unknown kernel 'clear-stock'"),
+    (["clear-check", "--kernel", "clear-base"], "unknown kernel 'clear-base'"),
     (["check-series", "--series", "linux-6.13"], "unknown series 'linux-6.13'"),
     (["check-series", "--base", "6.13"], "unknown kernel base '6.13'; "
      "choose from 6.12, 7.3"),
@@ -382,7 +382,8 @@ def test_recording_one_model_keeps_the_others(monkeypatch, tmp_path):
 def test_record_stock_needs_selftests(tmp_path):
     proc = run_zdinit(tmp_path, "clear-check", "--record-stock")
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().endswith("--record-stock needs --selftests")
+    assert proc.stderr.strip().endswith("argument --record-stock: needs --selftests "
+                                        "(see 'python3 -m zdinit clear-check --help')")
 
 
 def test_a_kernel_runs_the_selftests_its_tree_has(tmp_path):

@@ -75,17 +75,63 @@ def test_an_unknown_option_before_the_command_points_at_the_top_help(
 
 @pytest.mark.parametrize("args,message", [
     # The default scenarios include devdax-mem, aligned 1G by default.
-    (["bench", "--size", "1.5G"], "error: --size 1.5G must be a multiple "
-     "of 1G and at least 2G for devdax-mem's 1G alignment"),
+    (["bench", "--size", "1.5G"], "error: argument --size: '1.5G' must be a "
+     "multiple of 1G and at least 2G for devdax-mem's 1G alignment"),
     (["bench", "--scenarios", "devdax-dev", "--size", "1G", "--align",
-      "2M,1G"], "error: --size 1G must be a multiple of 1G and at least 2G "
-     "for --align 1G"),
-    (["memmap-equality", "--size", "0"], "error: --size 0 must be a "
-     "multiple of 128M"),
-    (["bench", "--size", "100M"], "error: --size 100M must be"),
+      "2M,1G"], "error: argument --size: '1G' must be a multiple of 1G and "
+     "at least 2G for --align 1G"),
+    (["memmap-equality", "--size", "0"], "error: argument --size: '0' must "
+     "be a multiple of 128M between 256M and 1T (a size without a unit is "
+     "in bytes)"),
+    (["bench", "--size", "100M"], "error: argument --size: '100M' must be"),
+    (["bench", "--size", "4X"], "argument --size: bad size '4X'"),
+    (["bench", "--size", "100"], "argument --size: '100' must be a multiple "
+     "of 128M between 256M and 1T (a size without a unit is in bytes)"),
+    (["bench", "--size", "0G"], "argument --size: '0G' must be"),
+    (["bench", "--size", "2T"], "argument --size: '2T' must be"),
+    (["bench", "--size", "4.5G"], "argument --size: '4.5G' must be a "
+     "multiple of 1G"),
+    (["bench", "--n", "0"], "argument --n: must be 1..1000, not 0"),
+    (["bench", "--rounds", "0"], "argument --rounds: must be 1..100, not 0"),
+    (["bench", "--rounds", "-1"], "argument --rounds: must be 1..100, not -1"),
+    (["clear", "--loops", "0"], "argument --loops: must be 1..1000, not 0"),
+    (["bench", "--verify", "--kernels", "stock"], "argument --verify: only "
+     "the patched kernel has the memmap self-check, not stock: give "
+     "--kernels patched"),
+    (["bench", "--verify"], "not stock, upstream (the default --kernels)"),
+    # Kernels and scenarios, each said as what it is.
+    (["bench", "--contiguity"], "argument --contiguity: checks the hotplug "
+     "kernels in kmem and virtio-mem only, not kernel(s) stock, upstream, "
+     "patched (the default --kernels) nor scenario(s) fsdax-dev, "
+     "devdax-dev, devdax-mem, fsdax-mem, devprivate (the default "
+     "--scenarios)"),
+    (["bench", "--align", "1G", "--scenarios", "fsdax-dev"],
+     "argument --align: 1G sets the alignments of devdax-dev, devdax-mem "
+     "only, not of --scenarios fsdax-dev"),
+    (["build", "stock", "stock"], "kernel 'stock' given twice in "
+     "'stock stock'"),
+    (["build", "--base", "6.12", "patched-workqueue"], "kernel "
+     "'patched-workqueue' exists for base 7.3 only"),
+    (["check-series", "--targets", "none,arm64"], "argument --targets: "
+     "'none' cannot be combined with other targets in 'none,arm64'"),
+    # What the user typed, not what its former name became.
+    (["bench", "--kernels", "clear-base"], "argument --kernels: unknown "
+     "kernel 'clear-base'"),
+    (["clear-check", "--kernel", "patched-base"], "argument --kernel: "
+     "unknown kernel 'patched-base'"),
 ])
 def test_an_error_names_what_the_user_gave(tmp_path, args, message):
-    assert message in refusal(tmp_path, *args)
+    """...and points at the command's own --help, as argparse's do."""
+    line = refusal(tmp_path, *args)
+    assert message in line, line
+    assert line.endswith(f"(see 'python3 -m zdinit {args[0]} --help')"), line
+
+
+@pytest.mark.parametrize("option", ["--versio", "-V", "--bogus=1"])
+def test_an_unknown_option_alone_is_named(tmp_path, option):
+    """Not 'the following arguments are required: command'."""
+    assert refusal(tmp_path, option) == f"zdinit: error: unrecognized " \
+        f"arguments: {option} (see 'python3 -m zdinit --help')"
 
 
 def make(*args):

@@ -39,13 +39,13 @@ def run_zdinit(cache, *args, **env):
 
 @pytest.mark.parametrize("args,message", [
     (["bench", "--size", "3X"], "bad size '3X'"),
-    (["bench", "--size", "0"], "size 0 must be a multiple of 128M"),
+    (["bench", "--size", "0"], "size: '0' must be a multiple of 128M"),
     # A value starting with '-' is refused for what it is, in the units
     # typed, not with argparse's "expected one argument".
     (["bench", "--size", "-1G"], "bad size '-1G'"),
-    (["bench", "--size", "1100M"], "error: --size 1100M must be a "
-     "multiple of 128M between 256M and 1T"),
-    (["bench", "--size", "2T"], "size 2T must be a multiple of 128M "
+    (["bench", "--size", "1100M"], "error: argument --size: '1100M' must be "
+     "a multiple of 128M between 256M and 1T"),
+    (["bench", "--size", "2T"], "size: '2T' must be a multiple of 128M "
      "between 256M and 1T"),
     (["clear", "--size", "2T"], "clear: size 2T is over the limit of 1T"),
     (["clear", "--size", "1536M"], "clear: size 1536M must be a non-zero "
@@ -61,36 +61,36 @@ def run_zdinit(cache, *args, **env):
      "'patched-workqueue' exists for base 7.3 only; base 6.12 has no "
      "patched-workqueue kernel"),
     (["bench", "--base", "7.3", "--scenarios", "kmem", "--kernels",
-      "patched", "--contiguity"], "--contiguity checks the hotplug kernels "
-     "in kmem and virtio-mem, not patched"),
+      "patched", "--contiguity"], "argument --contiguity: checks the hotplug "
+     "kernels in kmem and virtio-mem only, not kernel(s) patched:"),
     (["bench", "--base", "7.3", "--scenarios", "kmem,devdax-mem", "--kernels",
-      "hotplug-base", "--contiguity"], "not devdax-mem"),
+      "hotplug-base", "--contiguity"], "not scenario(s) devdax-mem:"),
     (["bench", "--size", "1X"], "bad size '1X'"),
     (["bench", "--size=-4G"], "bad size '-4G'"),
     (["bench", "--size", ""], "bad size ''"),
     (["bench", "--scenarios", "fsdax-dev,bogus"], "unknown scenario 'bogus'"),
-    (["bench", "--n", "0"], "--n must be 1..1000"),
-    (["bench", "--n", "-3"], "--n must be 1..1000"),
+    (["bench", "--n", "0"], "argument --n: must be 1..1000, not 0"),
+    (["bench", "--n", "-3"], "argument --n: must be 1..1000, not -3"),
     (["bench", "--n", "x"], "argument --n: invalid int value: 'x'"),
-    (["bench", "--rounds", "0"], "--rounds must be 1..100"),
+    (["bench", "--rounds", "0"], "argument --rounds: must be 1..100, not 0"),
     (["bench", "--kernels", "base,other"], "unknown kernel 'other'"),
     (["bench", "--strategies", "fast"], "unknown strategy 'fast'"),
-    (["bench", "--verify"], "--verify needs the patched kernel"),
+    (["bench", "--verify"], "argument --verify: only the patched kernel"),
     (["bench", "--scenarios", "devdax-dev", "--size", "4G", "--align", "7M"],
      "unknown alignment '7M'"),
     (["bench", "--scenarios", "fsdax-dev", "--align", "7M"],
      "unknown alignment '7M'"),
     (["bench", "--scenarios", "devdax-mem", "--size", "1G", "--align", "1G"],
-     "--size 1G must be a multiple of 1G and at least 2G for --align 1G"),
+     "--size: '1G' must be a multiple of 1G and at least 2G for --align 1G"),
     # Options that would be dropped unseen: --align where no devdax rebind
     # scenario runs (kmem onlines at its default alignment), --strategies
     # where no kernel has the series' strategies.
     (["bench", "--scenarios", "fsdax-dev", "--align", "2M"],
-     f"--align sets the alignments of {ALIGNED} only, not "
-     "fsdax-dev: add one to --scenarios or leave out --align"),
+     f"argument --align: 2M sets the alignments of {ALIGNED} only, not of "
+     "--scenarios fsdax-dev: add one to --scenarios or leave out --align"),
     (["bench", "--scenarios", "kmem,fsdax-mem", "--align", "1G"],
-     f"--align sets the alignments of {ALIGNED} only, not kmem, "
-     "fsdax-mem"),
+     f"argument --align: 1G sets the alignments of {ALIGNED} only, not of "
+     "--scenarios kmem,fsdax-mem"),
     (["bench", "--kernels", "base", "--strategies", "auto"],
      "--strategies chooses the series' memmap strategies, which kernel stock "
      "does not have: add patched to --kernels or leave out --strategies"),
@@ -106,13 +106,13 @@ def run_zdinit(cache, *args, **env):
     (["bench", "--kernels", "base,"], "empty item in 'base,'"),
     (["bench", "--kernels", "patched,base,patched"],
      "kernel 'patched' given twice"),
-    (["selftest", "--size", "0"], "size 0 must be a multiple of 128M"),
+    (["selftest", "--size", "0"], "size: '0' must be a multiple of 128M"),
     (["selftest", "--size", "3X"], "bad size '3X'"),
-    (["selftest", "--size", "1G"], "--size 1G must be a multiple of 1G and "
+    (["selftest", "--size", "1G"], "--size: '1G' must be a multiple of 1G and "
      "at least 2G for devdax-dev's 1G alignment"),
     (["build", "debug9"], "unknown kernel 'debug9'"),
     (["build", ""], "unknown kernel ''"),
-    (["build", "base", "base"], "a kernel is given twice"),
+    (["build", "base", "base"], "kernel 'stock' given twice in 'stock stock'"),
     (["check-series", "--targets", "sparc"], "unknown target 'sparc'"),
     (["check-series", "--targets", "none,arm64"],
      "'none' cannot be combined with other targets"),

@@ -25,7 +25,7 @@ def test_rounds_limit_is_in_help_and_in_the_check(monkeypatch, command):
     monkeypatch.setattr(cli, "MAX_ROUNDS", 7)
     assert "1..7 (default 2)" in option_help(command, "--rounds")
     args = cli.parser().parse_args([command, "--rounds", "8"])
-    with pytest.raises(UsageError, match=r"^--rounds must be 1\.\.7$"):
+    with pytest.raises(UsageError, match=r"^argument --rounds: must be 1\.\.7, not 8$"):
         cli.check_rounds(args.rounds)
     cli.check_rounds(7)
 
@@ -33,7 +33,7 @@ def test_rounds_limit_is_in_help_and_in_the_check(monkeypatch, command):
 def test_n_limit_is_in_help_and_in_the_check(monkeypatch):
     monkeypatch.setattr(scenarios, "MAX_N", 7)
     assert "1..7 (default 30;" in option_help("bench", "--n")
-    with pytest.raises(UsageError, match=r"^--n must be 1\.\.7, not 8$"):
+    with pytest.raises(UsageError, match=r"^argument --n: must be 1\.\.7, not 8$"):
         scenarios.plan(["fsdax-dev"], n=8)
 
 
@@ -41,7 +41,7 @@ def test_loops_limit_is_in_help_and_in_the_check(monkeypatch):
     monkeypatch.setattr(scenarios, "MAX_N", 7)
     assert "timed mappings per method, 1..7 (default 5)" in \
         option_help("clear", "--loops")
-    with pytest.raises(UsageError, match=r"^--loops must be 1\.\.7, not 8$"):
+    with pytest.raises(UsageError, match=r"^argument --loops: must be 1\.\.7, not 8$"):
         scenarios.plan_clear(loops=8)
 
 
@@ -57,7 +57,7 @@ def test_size_limits_are_in_help_and_in_the_check(monkeypatch, command):
     monkeypatch.setattr(scenarios, "MAX_SIZE", 64 << 30)
     rule = "a multiple of 128M between 256M and 64G"
     assert rule in help_of(command)
-    with pytest.raises(UsageError, match=f"size 128G must be {rule}$"):
+    with pytest.raises(UsageError, match=f"size: '128G' must be {rule}$"):
         scenarios.plan(["fsdax-dev"], size="128G")
 
 

@@ -10,7 +10,8 @@ import pytest
 from conftest import ROOT
 from zdinit import cli, paths
 from zdinit.kernel import initramfs
-from zdinit.docs import commands, tables, typed_numbers
+from zdinit.docs import (changelog_numbers, commands, links, tables,
+                         typed_numbers)
 from zdinit.errors import UsageError
 
 PAGES = tables.pages()
@@ -579,3 +580,42 @@ def test_a_marker_leaves_rows_out_and_draws_the_plot():
     assert "![" not in tables.render(spec)
     with pytest.raises(UsageError, match="draws no plot"):
         tables.render("clear-perf-7.3 clearing; plot: x")
+
+
+def test_every_relative_link_of_the_pages_resolves():
+    assert links.broken() == []
+
+
+@pytest.mark.parametrize("target,why", [
+    ("docs/testing.md", "no file docs/docs/testing.md"),   # from docs/
+    ("testing.md#no-such-heading", "no heading #no-such-heading in "
+     "testing.md"),
+    ("../README.md#how-long-ago", "no heading #how-long-ago in README.md"),
+])
+def test_a_planted_bad_link_is_found(tmp_path, monkeypatch, target, why):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# zdinit\n\n## How long\n")
+    (tmp_path / "docs" / "testing.md").write_text(
+        "# Testing\n\n## How long\n\n[back](../README.md#how-long), "
+        "[here](#how-long), [web](https://example.org/x.md),\n"
+        "`[not a link](nowhere.md)`\n")
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    assert links.broken() == []
+    page = tmp_path / "docs" / "usage.md"
+    page.write_text(f"# Usage\n\nSee [it]({target}).\n")
+    assert links.broken() == [f"docs/usage.md:3: link ({target}): {why}"]
+
+
+def test_docs_check_reports_a_broken_link(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(typed_numbers, "unbacked", lambda: [])
+    monkeypatch.setattr(typed_numbers, "missing_commits", lambda: [])
+    monkeypatch.setattr(commands, "refusals", lambda check: [])
+    monkeypatch.setattr(changelog_numbers, "unbacked", lambda: [])
+    monkeypatch.setattr(tables, "update", lambda check: ([], 0))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# zdinit\n\n[lab](docs/lab.md)\n")
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    assert cli.main(["docs", "--check"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "README.md:3: link (docs/lab.md): no file " \
+        "docs/lab.md" in err[0], err

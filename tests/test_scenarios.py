@@ -25,8 +25,8 @@ def test_parse_size(text, value):
     (dict(size="100M"), "multiple of 128M"),
     (dict(size="4.1G"), "multiple of 128M"),
     (dict(size="2T"), "between 256M and 1T"),
-    (dict(n=0), "--n must be"),
-    (dict(n=1001), "--n must be"),
+    (dict(n=0), "argument --n: must be"),
+    (dict(n=1001), "argument --n: must be"),
 ])
 def test_bad_options(kwargs, message):
     with pytest.raises(UsageError, match=message):

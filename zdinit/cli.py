@@ -15,7 +15,8 @@ import time
 
 from zdinit import cache, deps, lint, paths, progress
 from zdinit.checks import clear_checks, memmap_equality, safety
-from zdinit.docs import changelog_numbers, commands, tables, typed_numbers
+from zdinit.docs import (changelog_numbers, commands, links, tables,
+                         typed_numbers)
 from zdinit.families import clearing, loop, registry, scenarios, summary
 from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
@@ -69,19 +70,21 @@ class CommaList:
         self.each, self.rename = each, rename
 
     def __call__(self, text):
-        items = [self.rename(item.strip()) for item in text.split(",")]
+        typed = [item.strip() for item in text.split(",")]
+        items = [self.rename(item) for item in typed]
         if not any(items):
             raise argparse.ArgumentTypeError(
                 f"no {self.what} given; choose from "
                 + ", ".join(self.choices))
-        for item in items:
+        for item, as_typed in zip(items, typed):
             if not item:
                 raise argparse.ArgumentTypeError(f"empty item in '{text}'")
-            why = self.check(item) if self.check else None
+            why = self.check(as_typed) if self.check else None
             if why:
                 raise argparse.ArgumentTypeError(why)
-            if not self.check:
-                one_of(self.what, self.choices, item)
+            if not self.check and item not in self.choices:
+                # What the user typed, not what a former name became.
+                one_of(self.what, self.choices, as_typed)
             if items.count(item) > 1:
                 raise argparse.ArgumentTypeError(
                     f"{self.what} '{item}' given twice in '{text}'")
@@ -98,7 +101,10 @@ def plain_threads(strategy):
 
 def kernel_choice(choices):
     """argparse type: one kernel of choices, by its name or first name."""
-    return lambda text: one_of("kernel", choices, build.canonical(text))
+    def choice(text):
+        name = build.canonical(text)
+        return name if name in choices else one_of("kernel", choices, text)
+    return choice
 
 
 def base_option(text):
@@ -165,9 +171,10 @@ def cmd_setup(args):
 
 
 def check_build(args):
-    if len(set(args.variants)) < len(args.variants):
-        raise UsageError("a kernel is given twice: "
-                         + " ".join(args.variants))
+    twice = [v for v in args.variants if args.variants.count(v) > 1]
+    if twice:
+        raise UsageError(f"kernel '{twice[0]}' given twice in '"
+                         + " ".join(args.variants) + "'")
     require_series(args.variants, args.base)
 
 
@@ -186,8 +193,9 @@ def check_series_targets(args):
         return () if args.no_build else cross.DEFAULT_TARGETS
     if "none" in args.targets:
         if len(args.targets) > 1:
-            raise UsageError("--targets: 'none' cannot be combined with "
-                             "other targets")
+            raise UsageError("argument --targets: 'none' cannot be "
+                             "combined with other targets in '"
+                             + ",".join(args.targets) + "'")
         return ()
     if not any(series.SERIES[name].cross_build for name in args.series):
         raise UsageError("--targets applies to the zone-device series "
@@ -249,7 +257,8 @@ def cmd_check_series(args):
 
 def check_rounds(rounds):
     if not 1 <= rounds <= MAX_ROUNDS:
-        raise UsageError(f"--rounds must be 1..{MAX_ROUNDS}")
+        raise UsageError(f"argument --rounds: must be 1..{MAX_ROUNDS}, "
+                         f"not {rounds}")
 
 
 def check_strategies(strategies, kernels):
@@ -273,10 +282,10 @@ def check_align(aligns, specs):
     others = [s.scenario.name for s in specs if not s.scenario.takes_align]
     if not aligned:
         raise UsageError(
-            "--align sets the alignments of " + ", ".join(
-                name for name, sc in scenarios.SCENARIOS.items()
-                if sc.takes_align)
-            + " only, not " + ", ".join(others)
+            f"argument --align: {','.join(aligns)} sets the alignments of "
+            + ", ".join(name for name, sc in scenarios.SCENARIOS.items()
+                        if sc.takes_align)
+            + " only, not of --scenarios " + ",".join(others)
             + ": add one to --scenarios or leave out --align")
     if others:
         progress.say(f"warning: --align {','.join(aligns)} applies to "
@@ -293,26 +302,36 @@ def kernel_list(names):
 def validate_bench(args):
     """What argparse cannot check alone; returns the scenarios' RunSpecs
     (also args.specs), each kernel's patches on the base checked."""
+    kernels_given = args.kernels is not None
     if args.kernels is None:
         args.kernels = [k for k in BENCH_DEFAULT
                         if args.base.name in build.bases_with(k)]
+    # A refusal names the kernels as given, or says they are the default.
+    default_kernels = "" if kernels_given else " (the default --kernels)"
     unchecked = [k for k in args.kernels if k in KERNELS_WITHOUT_STRATEGIES]
     if args.verify and unchecked:
-        raise UsageError("--verify needs the patched kernel only: no "
-                         f"memmap self-check in {', '.join(unchecked)} "
-                         "(give --kernels patched)")
+        raise UsageError("argument --verify: only the patched kernel has "
+                         f"the memmap self-check, not {', '.join(unchecked)}"
+                         f"{default_kernels}: give --kernels patched")
     check_rounds(args.rounds)
     check_strategies(args.strategies, args.kernels)
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
     check_align(args.align, specs)
     if args.contiguity:
-        other = ([k for k in args.kernels if k not in HOTPLUG_KERNELS]
-                 + [s.scenario.name for s in specs if not s.scenario.zones])
-        if other:
-            raise UsageError("--contiguity checks the hotplug kernels in "
-                             "kmem and virtio-mem, not " + ", ".join(other)
-                             + " (give --kernels hotplug-stock --scenarios "
-                             "kmem,virtio-mem)")
+        other_kernels = [k for k in args.kernels if k not in HOTPLUG_KERNELS]
+        other_scenarios = [s.scenario.name for s in specs
+                           if not s.scenario.zones]
+        default_scenarios = " (the default --scenarios)" \
+            if args.scenarios == list(scenarios.DEFAULT_BENCH) else ""
+        wrong = ([f"kernel(s) {', '.join(other_kernels)}{default_kernels}"]
+                 if other_kernels else []) \
+            + ([f"scenario(s) {', '.join(other_scenarios)}"
+                f"{default_scenarios}"] if other_scenarios else [])
+        if wrong:
+            raise UsageError("argument --contiguity: checks the hotplug "
+                             "kernels in kmem and virtio-mem only, not "
+                             + " nor ".join(wrong) + ": give --kernels "
+                             "hotplug-stock --scenarios kmem,virtio-mem")
     hotplug_only = [k for k in args.kernels if k in HOTPLUG_KERNELS]
     if hotplug_only:
         other = [s.scenario.name for s in specs if not s.scenario.hotplug]
@@ -384,7 +403,7 @@ def cmd_clear(args):
 
 def check_clear_check(args):
     if args.record_stock and not args.selftests:
-        raise UsageError("--record-stock needs --selftests")
+        raise UsageError("argument --record-stock: needs --selftests")
     clear_spec(args, [(args.base, args.kernel)])
 
 
@@ -472,17 +491,21 @@ def cmd_docs(args):
     # The numbers typed beside the tables, the commits the pages cite and
     # the commands they show and the numbers of the patches' changelogs
     # are what the tables cannot re-render: a check reports them too.
+    # And the links between the pages, which nothing renders.
     problems = (typed_numbers.unbacked() + typed_numbers.missing_commits()
-                + commands.refusals(check) + changelog_numbers.unbacked())
+                + commands.refusals(check) + changelog_numbers.unbacked()
+                + links.broken())
     if args.check and problems:
-        raise ZdinitError(f"{len(problems)} number(s), commit(s) or "
-                          "command(s) in the pages that no run backs or "
-                          f"zdinit refuses, first: {problems[0]}")
+        raise ZdinitError(f"{len(problems)} number(s), commit(s), "
+                          "command(s) or link(s) in the pages that no run "
+                          f"backs, zdinit refuses or nothing answers, "
+                          f"first: {problems[0]}")
     done = "checked" if args.check else "rendered"
     print(f"{done} {count} tables" + (f"; changed {', '.join(stale)}"
                                       if stale and not args.check else "")
-          + (f"; {len(problems)} number(s), commit(s) or command(s) no run "
-             "backs or zdinit refuses" if problems and not args.check
+          + (f"; {len(problems)} number(s), commit(s), command(s) or "
+             "link(s) no run backs, zdinit refuses or nothing answers"
+             if problems and not args.check
              else ""))
 
 
@@ -571,11 +594,28 @@ class OneLineParser(argparse.ArgumentParser):
         """What no option took is refused by the subcommand's parser, so
         that its error points at that command's --help."""
         words = list(sys.argv[1:] if args is None else args)
+        self.refuse_unknown_leading_options(words)
         parsed, extras = self.parse_known_args(words, namespace)
         if extras:
             self.owner(parsed, words, extras).error(
                 "unrecognized arguments: " + " ".join(extras))
         return parsed
+
+    def refuse_unknown_leading_options(self, words):
+        """An option this parser does not know, before any command name
+        (--versio, -V), is refused as such: argparse would first miss
+        the command and say only that one is required."""
+        commands = [name for action in self._actions
+                    if isinstance(action, argparse._SubParsersAction)
+                    for name in action.choices]
+        if not commands:
+            return
+        for word in words:
+            if word in commands or word == "--":
+                return
+            if word.startswith("-") and \
+                    word.split("=")[0] not in self._option_string_actions:
+                self.error(f"unrecognized arguments: {word}")
 
     def owner(self, parsed, words, extras):
         """The parser of the subcommand parsed names, unless an extra
@@ -807,7 +847,8 @@ def parser():
                     "what its run renders, a number typed in the prose is "
                     "in no file of its run, a cited commit is not in the "
                     "history, or zdinit refuses a command line the pages "
-                    "show (parsed and checked, nothing run)")
+                    "show (parsed and checked, nothing run), or a "
+                    "relative link names no file or heading")
     dc.set_defaults(func=cmd_docs)
 
     cv = sub.add_parser("capture-vectors", help="record the struct page "
@@ -827,13 +868,26 @@ def check(argv):
     try:
         with contextlib.redirect_stderr(err), \
                 contextlib.redirect_stdout(io.StringIO()):
-            args = parser().parse_args(join_dash_values(argv))
-            args.validate(args)
+            checked(argv)
     except SystemExit as exit:
         return None if exit.code == 0 else err.getvalue().strip()
     except ZdinitError as refused:
         return f"zdinit: error: {refused}"
     return None
+
+
+def checked(argv):
+    """argv parsed and checked by its command's check: a usage error
+    there is refused as argparse's own are, pointing at the command's
+    --help (SystemExit 2); other errors of the check are raised."""
+    p = parser()
+    words = join_dash_values(argv)
+    args = p.parse_args(words)
+    try:
+        args.validate(args)
+    except UsageError as err:
+        p.owner(args, words, []).error(str(err))
+    return args
 
 
 def _terminate(signum, frame):
@@ -857,13 +911,12 @@ def main(argv=None):
     # The start of the command's wall time, which its results record.
     started = time.monotonic()
     argv = sys.argv[1:] if argv is None else argv
-    args = parser().parse_args(join_dash_values(argv))
-    args.command_line = "python3 -m zdinit " + shlex.join(argv)
-    args.started = started
     # SIGTERM unwinds like ^C, so partial results are marked FAILED.
     signal.signal(signal.SIGTERM, _terminate)
     try:
-        args.validate(args)
+        args = checked(argv)
+        args.command_line = "python3 -m zdinit " + shlex.join(argv)
+        args.started = started
         args.func(args)
     except ZdinitError as err:
         print(f"zdinit: error: {err}", file=sys.stderr)

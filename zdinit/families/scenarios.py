@@ -169,7 +169,8 @@ def size_rule():
 def parse_size(text):
     m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?\s*", text, re.I)
     if not m:
-        raise UsageError(f"bad size '{text}': use e.g. 4G, 512M, 100G")
+        raise UsageError(f"argument --size: bad size '{text}': use e.g. "
+                         "4G, 512M, 100G")
     scale = {"": 1, "K": 1 << 10, "M": MiB, "G": GiB, "T": 1 << 40}
     return int(float(m.group(1)) * scale[m.group(2).upper()])
 
@@ -188,13 +189,16 @@ def plan(names, size=None, n=None, aligns=None, aligns_given=True):
         count = sc.default_n if n is None else n
         al = tuple(aligns) if aligns and sc.takes_align else sc.default_aligns
         if not 1 <= count <= MAX_N:
-            raise UsageError(f"--n must be 1..{MAX_N}, not {count}")
+            raise UsageError(f"argument --n: must be 1..{MAX_N}, not {count}")
         # A refusal names what the user gave: --size, --align, or the
         # scenario whose default broke the rule.
-        given = f"--size {shown}" if isinstance(size, str) \
+        given = f"argument --size: '{shown}'" if isinstance(size, str) \
             else f"{name}: size {shown}"
         if sz < MIN_SIZE or sz % SECTION or sz > MAX_SIZE:
-            raise UsageError(f"{given} must be {size_rule()}")
+            bytes_only = isinstance(size, str) and size.strip().isdigit()
+            raise UsageError(f"{given} must be {size_rule()}"
+                             + (" (a size without a unit is in bytes)"
+                                if bytes_only else ""))
         for a in al:
             if sc.mode != "devdax":
                 continue
@@ -342,5 +346,5 @@ def plan_clear(pages=None, size=None, loops=None, preempt=None,
                          f"of the largest page size ({largest})")
     count = CLEAR.default_loops if loops is None else loops
     if not 1 <= count <= MAX_N:
-        raise UsageError(f"--loops must be 1..{MAX_N}, not {count}")
+        raise UsageError(f"argument --loops: must be 1..{MAX_N}, not {count}")
     return ClearSpec(pages, sz, count, models)
