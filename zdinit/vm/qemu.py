@@ -38,22 +38,6 @@ def qemu_version():
 # area's end, off the 2 MiB alignment device-dax needs.
 LABEL_SIZE = "128K"
 
-# TCG counting instructions (bench --icount): with -icount shift=0 the
-# guest's clock advances one nanosecond per guest instruction, and with
-# sleep=off it skips idle time instead of waiting for the host's, so
-# every time the guest kernel prints is an instruction count, whatever
-# the host and its load.  QEMU then runs the vCPUs in turn on one host
-# thread: what several threads do is counted one after the other.
-ICOUNT = "tcg-icount"
-ICOUNT_OPTIONS = "shift=0,align=off,sleep=off"
-
-
-def accel_args(accel):
-    """QEMU's options for accel: kvm, tcg or ICOUNT."""
-    if accel == ICOUNT:
-        return ["-accel", "tcg,thread=single", "-icount", ICOUNT_OPTIONS]
-    return ["-accel", accel]
-
 
 def _base_cmd(accel, ram_mb, nvdimms, labels=False, virtio_mem=0):
     # TCG's default 40 physical address bits stop at 1 TiB, below a large
@@ -61,7 +45,7 @@ def _base_cmd(accel, ram_mb, nvdimms, labels=False, virtio_mem=0):
     cpu = "host" if accel == "kvm" else "max,phys-bits=46"
     total = (ram_mb + (sum(size for _, size in nvdimms) + virtio_mem) // 2**20
              + 1024)
-    cmd = [QEMU, "-machine", "pc,nvdimm=on", *accel_args(accel), "-cpu", cpu,
+    cmd = [QEMU, "-machine", "pc,nvdimm=on", "-accel", accel, "-cpu", cpu,
            "-smp", "2", "-m", f"{ram_mb}M,slots={len(nvdimms) + 1},"
            f"maxmem={total}M", "-nographic", "-no-reboot",
            "-monitor", "none", "-net", "none"]
