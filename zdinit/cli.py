@@ -6,6 +6,7 @@ command that writes to the cache holds its lock for the whole run.
 import argparse
 import contextlib
 import io
+import os
 import re
 import shlex
 import signal
@@ -20,6 +21,7 @@ from zdinit.docs import (changelog_numbers, commands, links, tables,
 from zdinit.families import clearing, loop, registry, scenarios, summary
 from zdinit.kernel import bases, build, cross, series, source, under_test
 from zdinit.lab import memmap_stores
+from zdinit.vm import qemu
 from zdinit.errors import UsageError, ZdinitError
 
 # Each unpatched kernel is called stock; build.FORMER_NAMES are its
@@ -299,6 +301,19 @@ def kernel_list(names):
                 if build.VARIANTS[name].only_on else "") for name in names)
 
 
+def check_icount(specs):
+    """bench --icount: TCG counting instructions, so never KVM, and the
+    rebind scenarios alone, whose tables it labels in instructions."""
+    if os.environ.get("ZDINIT_ACCEL") == "kvm":
+        raise UsageError("argument --icount: counts instructions under TCG and cannot "
+                         "run with ZDINIT_ACCEL=kvm: unset it or leave out "
+                         "--icount")
+    other = [s.scenario.name for s in specs if s.scenario.hotplug]
+    if other:
+        raise UsageError("argument --icount: counts the instructions of the "
+                         "rebind scenarios, not " + ", ".join(other))
+
+
 def validate_bench(args):
     """What argparse cannot check alone; returns the scenarios' RunSpecs
     (also args.specs), each kernel's patches on the base checked."""
@@ -332,6 +347,8 @@ def validate_bench(args):
                              "kernels in kmem and virtio-mem only, not "
                              + " nor ".join(wrong) + ": give --kernels "
                              "hotplug-stock --scenarios kmem,virtio-mem")
+    if args.icount:
+        check_icount(specs)
     hotplug_only = [k for k in args.kernels if k in HOTPLUG_KERNELS]
     if hotplug_only:
         other = [s.scenario.name for s in specs if not s.scenario.hotplug]
@@ -353,7 +370,8 @@ def cmd_bench(args):
         # Onlining follows --strategies only where it is given.
         targets, accel, why = under_test.prepare(
             [wanted(k, args.base, args.strategies or BENCH_STRATEGIES,
-                    args.strategies, args.contiguity) for k in args.kernels])
+                    args.strategies, args.contiguity) for k in args.kernels],
+            icount=args.icount)
         final, results = loop.measure(plan, targets, args.rounds, accel,
                                         why, args.command_line,
                                         started=args.started,
@@ -747,6 +765,13 @@ def parser():
                    f"1..{MAX_ROUNDS} (default 2)")
     r.add_argument("--verify", action="store_true",
                    help="compare every memmap with the slow path (patched)")
+    r.add_argument("--icount", action="store_true",
+                   help="count instructions instead of timing: TCG with "
+                   f"-icount {qemu.ICOUNT_OPTIONS}, one nanosecond of guest "
+                   "time per guest instruction, so the kernel's times are "
+                   "instruction counts, whatever the host; the vCPUs run in "
+                   "turn, so a strategy's threads are counted one after the "
+                   "other; rebind scenarios only, not with ZDINIT_ACCEL=kvm")
     r.add_argument("--contiguity", action="store_true",
                    help="build the hotplug kernels with the zone contiguity "
                    "check and fail where a zone's flag contradicts a walk "

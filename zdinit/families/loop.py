@@ -92,6 +92,9 @@ def measure(plan, targets, rounds, accel, accel_why, command_line, *,
         for family in dict.fromkeys(f for f, _ in plan):
             runs += family.records(samples[family.name],
                                    [s for f, s in plan if f is family])
+        if accel == qemu.ICOUNT:
+            # Its times are instruction counts: each record says so.
+            runs = [dict(r, icount=True) for r in runs]
         results = {"command": command_line,
                    "wall_s": round(time.monotonic() - started, 1),
                    "env": env, "runs": runs}
@@ -125,6 +128,8 @@ def environment(accel, accel_why, targets, name=lambda k: k.variant):
     """name: what a kernel is called in the record (a run of kernels of
     several bases names the base too)."""
     return {"accel": accel, "accel_reason": accel_why,
+            **({"icount": qemu.ICOUNT_OPTIONS} if accel == qemu.ICOUNT
+               else {}),
             "qemu": qemu.qemu_version(),
             "kernels": {name(t.kernel): t.kernel.release for t in targets},
             "host_cpu": host_cpu(), "host_kernel": os.uname().release,

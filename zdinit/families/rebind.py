@@ -7,7 +7,7 @@ from zdinit.families.protocol import BootPlan
 from zdinit.kernel import build
 from zdinit.results import report, stats
 from zdinit.units import MiB
-from zdinit.vm import console
+from zdinit.vm import console, qemu
 from zdinit.errors import ZdinitError
 
 
@@ -167,6 +167,34 @@ HEADER = ["scenario", "kernel", "strategy", "pages", "first ms", "median ms",
           "p10", "p90", "min", "max", "N", "speedup vs stock [95% CI]",
           "speedup vs upstream [95% CI]", "vs stream@1 in-kernel [95% CI]"]
 
+# The table of a run made with bench --icount (records with "icount"),
+# whose times are instruction counts: a guest millisecond is a million
+# instructions (Minstr), and each ratio one of instructions.
+ICOUNT_HEADER = (["scenario", "kernel", "strategy", "pages", "first Minstr",
+                  "median Minstr", "p10", "p90", "min", "max", "N",
+                  "instructions per struct page",
+                  "instructions of stock / row [95% CI]",
+                  "instructions of upstream 7.4 method / row [95% CI]"])
+
+
+def counted(runs):
+    """Whether runs were made with bench --icount: their times count
+    instructions."""
+    return any(r.get("icount") for r in runs)
+
+
+def per_struct_page(r):
+    """An icount record's median instructions per struct page written
+    (per pfn where the kernel does not say how many it wrote)."""
+    written = r.get("struct_pages_written") or r["pages"]
+    return f"{r['median_ms'] * 1e6 / written:.1f}" if written else "-"
+
+
+def icount_rows(runs):
+    """rows() of an icount run, with the instructions per struct page."""
+    return [row[:11] + [per_struct_page(r)] + row[11:]
+            for r, row in zip(runs, rows(runs))]
+
 
 def plot(runs, path):
     """One panel per scenario: each kernel/strategy's samples and median."""
@@ -184,11 +212,31 @@ def plot(runs, path):
         ax.boxplot([r["samples_ms"] for r in mine], showfliers=True)
         ax.set_xticks(range(1, len(mine) + 1), labels, fontsize=7)
         ax.set_title(f"{scenario} {align}".strip(), fontsize=9)
-        ax.set_ylabel("memmap init per rebind (ms)")
+        ax.set_ylabel("memmap init per rebind ("
+                      + ("million instructions" if counted(mine) else "ms")
+                      + ")")
         ax.set_ylim(bottom=0)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def icount_note(results):
+    """What the numbers of a bench --icount run are, or nothing."""
+    if results["env"]["accel"] != qemu.ICOUNT:
+        return []
+    return ["Counted with bench --icount: QEMU's TCG with -icount "
+            f"{results['env'].get('icount', qemu.ICOUNT_OPTIONS)}, under "
+            "which the guest's clock advances one nanosecond per guest "
+            "instruction, so each time the kernel printed is an instruction "
+            "count: a millisecond is a million instructions (Minstr), of the "
+            "guest's vCPUs together.  QEMU runs them in turn on one host "
+            "thread: a row with two threads counts the instructions of both, "
+            "not the time they took side by side.  The counts take in what "
+            "else the guest ran in the timed interval (its timer interrupts) "
+            "and do not depend on the host, its load or where the code "
+            "sits; the time TCG spends per instruction does, and the lab "
+            "measures hardware."]
 
 
 def tcg_note(results):
@@ -270,13 +318,16 @@ class Rebind:
         return f"{row_label(record)} {record['kernel']} {record['strategy']}"
 
     def tables(self, runs, table):
+        if counted(runs):
+            return [("", table(runs, ICOUNT_HEADER, icount_rows))]
         return [("", table(runs, HEADER, rows))]
 
     def notes(self, results):
+        first = ICOUNT_HEADER[4] if counted(results["runs"]) else HEADER[4]
         notes = ["Times are memmap_init_zone_device()'s own (pr_debug), per "
                  "rebind; medians over N rebinds, interleaved across boots "
                  "and strategies, with p10-p90, min and max beside them.  "
-                 "first ms is the first bind after boot, not in the median.  "
+                 f"{first} is the first bind after boot, not in the median.  "
                  "Stock kernels time in whole jiffies: a time under one "
                  "jiffy reads 0 and gets no ratio.  Ratios are of medians, "
                  "with a 95% bootstrap interval (zero-width where N is 1)."]
@@ -294,7 +345,7 @@ class Rebind:
                 "memmap initialization\" (a template copied with streaming "
                 "stores into every range, on one thread), run by this "
                 "kernel's own code.")
-        return notes + tcg_note(results)
+        return notes + tcg_note(results) + icount_note(results)
 
     def plot(self, runs, path):
         plot(runs, path)

@@ -31,12 +31,22 @@ def build(variant, base, strategies, hotplug_strategies=("default",),
                            tuple(hotplug_strategies), contiguity)
 
 
-def prepare(wanted, tools=None):
+# Why the guests of bench --icount run under qemu.ICOUNT: run records say so.
+ICOUNT_WHY = (f"--icount: TCG with -icount {qemu.ICOUNT_OPTIONS}, one "
+              "nanosecond of guest time per guest instruction, the vCPUs "
+              "run in turn")
+
+
+def prepare(wanted, tools=None, icount=False):
     """Build every kernel of wanted (keyword arguments of build(), one
     dict a kernel) with its initramfs, and choose the accelerator all of
-    their guests boot with, probed on the first.  Returns (targets,
-    accel, why)."""
+    their guests boot with, probed on the first; icount: TCG counting
+    instructions (qemu.ICOUNT), no probe.  Returns (targets, accel,
+    why)."""
     targets = [build(**w, tools=tools) for w in wanted]
-    accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
+    if icount:
+        accel, why = qemu.ICOUNT, ICOUNT_WHY
+    else:
+        accel, why = qemu.choose_accel(targets[0].kernel, targets[0].initrd)
     progress.say(f"accelerator: {accel} ({why})")
     return targets, accel, why
