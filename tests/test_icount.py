@@ -118,10 +118,11 @@ def test_a_timed_run_keeps_milliseconds(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("args,env,message", [
     (["bench", "--icount", "--scenarios", "fsdax-dev"],
-     {"ZDINIT_ACCEL": "kvm"}, "--icount counts instructions under TCG and "
-     "cannot run with ZDINIT_ACCEL=kvm"),
+     {"ZDINIT_ACCEL": "kvm"}, "argument --icount: counts instructions under "
+     "TCG and cannot run with ZDINIT_ACCEL=kvm"),
     (["bench", "--icount", "--scenarios", "fsdax-dev,kmem"], {},
-     "--icount counts the instructions of the rebind scenarios, not kmem"),
+     "argument --icount: counts the instructions of the rebind scenarios, "
+     "not kmem (see 'python3 -m zdinit bench --help')"),
 ])
 def test_bench_icount_refuses_what_it_cannot_count(tmp_path, args, env,
                                                    message):
