@@ -846,7 +846,8 @@ def parser():
 
     ts = sub.add_parser("test", help="the test suite (make test): lint, "
                         "unit tests, the lab's tests and the end-to-end "
-                        "tests, under the cache lock throughout")
+                        "tests under the cache lock (--unit: no kernel, "
+                        "cache or lock)")
     which = ts.add_mutually_exclusive_group()
     which.add_argument("--full", action="store_true", help="also the heavier "
                        "checks (make test-full): each prefix of 7.3's "
