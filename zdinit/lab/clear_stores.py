@@ -209,10 +209,10 @@ def recommend(bench_runs, methods):
 # streamed: one 2 MB page cleared in folio_zero_user()'s order, then all
 # of it read, or all of it written (streaming_pays());
 # tests/test_lab.py checks the two against every committed run.
-# The Zen 3 models of family 19h (bsp_init_amd() sets X86_FEATURE_ZEN3
-# for them), on which init_amd_zen3() sets X86_FEATURE_CLEAR_PAGES_STREAM
-# where the CPU has CLZERO.
-ZEN3 = (0x19, ((0x00, 0x0f), (0x20, 0x5f)))
+# The CPU init_amd_zen3() sets X86_FEATURE_CLEAR_PAGES_STREAM on where it
+# has CLZERO: family 19h model 01h (Milan), the one Zen 3 measured; the
+# other Zen 3 models keep clear_pages().
+OPTED_IN = (0x19, 0x01)
 KERNEL_ORDER = "neighbourhood-last"
 # The L2 of the CPUs of the committed clearing runs, which predate
 # zdlab's l2_kb: Zen 4's from the clear series' measurements (patch 0001:
@@ -236,9 +236,8 @@ def stream_method(cpu):
 def opted_in(cpu):
     """Whether the kernel sets X86_FEATURE_CLEAR_PAGES_STREAM on this CPU,
     as zdlab recorded it."""
-    family, models = ZEN3
-    return bool(cpu.get("clzero")) and cpu.get("family") == family and any(
-        lo <= cpu.get("model_id", -1) <= hi for lo, hi in models)
+    return bool(cpu.get("clzero")) and (
+        cpu.get("family"), cpu.get("model_id")) == OPTED_IN
 
 
 def clear_choice(run_bytes, l2, cpu):
