@@ -113,21 +113,24 @@ def test_table_scripts_render_their_committed_runs(script):
     assert proc.stdout.count("\n| ") >= 6
 
 
+def rebind_entry(samples_ms):
+    """One kernel and strategy's samples as rebind.collect_memmap()
+    gathers them, 8 struct pages written."""
+    return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
+            "written": 8, "resolved": set(), "threads": set()}
+
+
 def test_rows_are_compared_with_upstream_7_4s_method_on_their_own_kernel():
     """auto is set against stream@1 of the same kernel and scenario, and
     against stock; upstream 7.4's method itself and stock get no ratio
     against it."""
     from zdinit.families import rebind, scenarios
 
-    def entry(samples_ms):
-        return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
-                "written": 8, "resolved": set(), "threads": set()}
-
     samples = {
-        ("fsdax-dev", "", "base", "default"): entry([40.0] * 5),
-        ("fsdax-dev", "", "patched", "stream@1"): entry([20.0] * 5),
-        ("fsdax-dev", "", "patched", "auto"): entry([10.0] * 5),
-        ("fsdax-dev", "", "patched-memcpy", "auto"): entry([8.0] * 5),
+        ("fsdax-dev", "", "base", "default"): rebind_entry([40.0] * 5),
+        ("fsdax-dev", "", "patched", "stream@1"): rebind_entry([20.0] * 5),
+        ("fsdax-dev", "", "patched", "auto"): rebind_entry([10.0] * 5),
+        ("fsdax-dev", "", "patched-memcpy", "auto"): rebind_entry([8.0] * 5),
     }
     specs = scenarios.plan(["fsdax-dev"], "4G", 5)
     runs = {(r["kernel"], r["strategy"]): r
@@ -147,14 +150,11 @@ def test_resummarize_puts_back_what_the_samples_give():
     their samples' numbers back, each field in its place."""
     from zdinit.families import rebind, scenarios
 
-    def entry(samples_ms):
-        return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
-                "written": 8, "resolved": set(), "threads": set()}
-
     samples = {
-        ("fsdax-dev", "", "base", "default"): entry([40.0, 41.0, 39.0]),
-        ("fsdax-dev", "", "patched", "stream@1"): entry([20.0, 22.0, 21.0]),
-        ("fsdax-dev", "", "patched", "auto"): entry([10.0, 11.0, 9.0]),
+        ("fsdax-dev", "", "base", "default"): rebind_entry([40.0, 41.0, 39.0]),
+        ("fsdax-dev", "", "patched", "stream@1"):
+            rebind_entry([20.0, 22.0, 21.0]),
+        ("fsdax-dev", "", "patched", "auto"): rebind_entry([10.0, 11.0, 9.0]),
     }
     fresh = rebind.runs_table(samples, scenarios.plan(["fsdax-dev"], "4G", 3))
     stale = [dict(r) for r in fresh]
@@ -171,15 +171,11 @@ def test_rows_are_compared_with_the_upstream_kernel():
     own row, and a run without it, get no such ratio."""
     from zdinit.families import rebind, scenarios
 
-    def entry(samples_ms):
-        return {"first_bind_ms": None, "samples_ms": samples_ms, "pages": 8,
-                "written": 8, "resolved": set(), "threads": set()}
-
     samples = {
-        ("fsdax-dev", "", "stock", "default"): entry([40.0] * 5),
-        ("fsdax-dev", "", "upstream", "default"): entry([30.0] * 5),
-        ("fsdax-dev", "", "patched", "stream@1"): entry([20.0] * 5),
-        ("fsdax-dev", "", "patched", "auto"): entry([10.0] * 5),
+        ("fsdax-dev", "", "stock", "default"): rebind_entry([40.0] * 5),
+        ("fsdax-dev", "", "upstream", "default"): rebind_entry([30.0] * 5),
+        ("fsdax-dev", "", "patched", "stream@1"): rebind_entry([20.0] * 5),
+        ("fsdax-dev", "", "patched", "auto"): rebind_entry([10.0] * 5),
     }
     specs = scenarios.plan(["fsdax-dev"], "4G", 5)
     runs = {(r["kernel"], r["strategy"]): r
