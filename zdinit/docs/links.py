@@ -23,25 +23,16 @@ def slug(heading):
 
 def anchors(page):
     """The anchors of a markdown page's headings, outside code blocks."""
-    out, fenced = set(), False
-    for line in page.read_text().splitlines():
-        if line.startswith("```"):
-            fenced = not fenced
-        elif not fenced and (m := re.match(r"#+\s+(.*)", line)):
-            out.add(slug(m[1]))
-    return out
+    lines = tables.outside_code(page.read_text().splitlines())
+    return {slug(m[1]) for line in lines
+            if (m := re.match(r"#+\s+(.*)", line))}
 
 
 def targets(text):
     """(line, target) of each link of a page's text, code left out."""
-    out, fenced = [], False
-    for i, line in enumerate(text.splitlines(), 1):
-        if line.startswith("```"):
-            fenced = not fenced
-            continue
-        if not fenced:
-            out += [(i, m[1]) for m in LINK.finditer(CODE_SPAN.sub("", line))]
-    return out
+    lines = tables.outside_code(text.splitlines())
+    return [(i, m[1]) for i, line in enumerate(lines, 1)
+            for m in LINK.finditer(CODE_SPAN.sub("", line))]
 
 
 def why_broken(page, target):

@@ -424,6 +424,19 @@ def pages(root=None):
     return [root / "README.md"] + sorted((root / "docs").glob("*.md"))
 
 
+def outside_code(lines):
+    """lines with each fenced code block, its fences included, blanked
+    (line numbers kept): what the checks of a page's prose read."""
+    out, fenced = [], False
+    for line in lines:
+        if line.startswith("```"):
+            fenced = not fenced
+            out.append("")
+        else:
+            out.append("" if fenced else line)
+    return out
+
+
 def render_page(text, name):
     """text with every marked table rendered again."""
     def one(match):

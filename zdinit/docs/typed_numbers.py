@@ -179,14 +179,7 @@ def _prose_lines(page_text):
         table_runs[first] = match["spec"].split()[0]
         for i in range(first, last + 1):
             lines[i] = ""
-    fenced = False
-    for i, line in enumerate(lines):
-        if line.startswith("```"):
-            fenced = not fenced
-            lines[i] = ""
-        elif fenced:
-            lines[i] = ""
-    return lines, table_runs
+    return tables.outside_code(lines), table_runs
 
 
 def _existing_runs(text):
