@@ -2,7 +2,8 @@
 # scenario.sh.  Parameters come from the kernel command line
 # (zdinit.KEY=VALUE); results go to the console as "@@zdinit" marker
 # lines, each followed by the kernel's own log lines ("@@kmsg ...") that
-# the step produced.  The host parses nothing else.
+# the step produced, and with zdinit.trace its kprobe events ("@@trace
+# ...", trace.sh).  The host parses nothing else.
 
 param() {
 	for word in $(cat /proc/cmdline); do
@@ -46,9 +47,11 @@ step_run() {
 	label=$1
 	shift
 	kmsg
-	emit "begin $label"
+	trace_clear
+	emit "begin $label$TRACE_LABEL"
 	out=$("$@" 2>&1) || { echo "$out"; fail "step '$label' failed: $*"; }
 	kmsg
+	trace_read
 }
 
 step_close() {
@@ -83,6 +86,7 @@ rotated() {
 each_round() {
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
+		trace_round $round
 		for strategy in $(rotated $round); do
 			${SET_METHOD:-set_strategy} "$strategy"
 			"$@"

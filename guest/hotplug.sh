@@ -37,6 +37,7 @@ hp_new_blocks() {
 # The timing lines are pr_debug()s: switch them on, on a kernel with
 # patch 0011 (zdinit.timing=1); without, the guest reports wall times only.
 hp_debug() {
+	trace_arm onlining
 	[ "$(param timing 0)" = 1 ] || return 0
 	for func in move_pfn_range_to_zone online_pages; do
 		echo "func $func +p" > /sys/kernel/debug/dynamic_debug/control ||
@@ -108,6 +109,7 @@ hp_cycles() {
 	zone=$1
 	round=1
 	while [ $round -le "$ROUNDS" ]; do
+		trace_round $round
 		failed=no
 		for next in $HP_ZONES; do
 			for strategy in $(rotated $round); do

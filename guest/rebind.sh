@@ -32,6 +32,7 @@ bind_and_rebind() {
 	[ -n "$align" ] && set -- "$@" -a "$align"
 	first=${STRATEGIES%% *}
 	set_strategy "$first"
+	trace_arm rebind
 	step "phase=first strategy=$first align=$align" "$@"
 	show_geometry "$align"
 	each_round rebind_step
@@ -47,6 +48,7 @@ devprivate() {
 	mod=/zdinit/zd_memremap.ko
 	[ -e $mod ] || fail "zd_memremap.ko missing from the initramfs"
 	emit "geometry align= {\"size\":$SIZE,\"mode\":\"devprivate\"}"
+	trace_arm rebind
 	each_round memremap_step
 }
 

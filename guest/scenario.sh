@@ -3,6 +3,7 @@
 # zdinit.scenario names on the kernel command line, from the file of its
 # family, each sourced here:
 #   common.sh              parameters, markers, steps, strategies: for all
+#   trace.sh               kprobe events timing the kernel's functions
 #   rebind.sh              ZONE_DEVICE namespaces bound and rebound
 #   safety.sh              the safety checks of ZONE_DEVICE ranges
 #   hotplug.sh             memory onlining (kmem, virtio-mem)
@@ -14,6 +15,7 @@
 # shellcheck disable=SC1091  # the files are in /zdinit in the guest
 
 . /zdinit/common.sh
+. /zdinit/trace.sh
 
 SCENARIO=$(param scenario none)
 SIZE=$(param size 0)

@@ -119,7 +119,7 @@ def test_no_report_fails():
 
 
 def test_check_run_fails_in_one_line_naming_zone_and_step():
-    spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
+    spec = scenarios.plan(["kmem"], size="1G", n=1, timing="log")[0]
     run = console.parse(hotplug_console(
         "offline:normal:1 node=0 zone=Normal flag=0 walk=1"))
     with pytest.raises(ZdinitError, match=r"^kmem hotplug-base: zone "
@@ -132,7 +132,7 @@ def test_check_run_fails_in_one_line_naming_zone_and_step():
 def test_boot_params_ask_the_guest_for_the_check():
     from zdinit.families import onlining
     from zdinit.kernel import under_test
-    spec = scenarios.plan(["kmem"], size="1G", n=1)[0]
+    spec = scenarios.plan(["kmem"], size="1G", n=1, timing="log")[0]
     for contiguity in (False, True):
         target = under_test.KernelUnderTest(
             kernel("hotplug-base"), None, ("default",), contiguity=contiguity)

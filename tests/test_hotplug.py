@@ -120,7 +120,7 @@ def guest_log(blocks=4, n=1, zones=("movable", "normal"), mom="N",
 
 
 def spec(n=1):
-    return scenarios.plan(["kmem"], size="1G", n=n)[0]
+    return scenarios.plan(["kmem"], size="1G", n=n, timing="log")[0]
 
 
 @pytest.mark.parametrize("mom", ["N", "Y"])
@@ -172,19 +172,19 @@ def test_samples_and_tables():
         run = console.parse(guest_log(n=3, mom="Y", timed=kernel == "patched"))
         onlining.collect(samples, spec(3), run, kernel, first_round=True)
     # The first onlining after the add is the "first" column, not a sample.
-    memmap = samples[("kmem", "movable mom: memmap_init_range", "patched",
+    memmap = samples[("kmem", "movable mom", "memmap_init_range", "patched",
                       "default")]
     assert memmap["first_bind_ms"] == 4 * (1500 + 10) / 1000
     assert memmap["samples_ms"] == [4 * (1000 + i + 10) / 1000 for i in (1, 2, 3)]
-    assert ("kmem", "movable mom: memmap_init_range", "base",
+    assert ("kmem", "movable mom", "memmap_init_range", "base",
             "default") not in samples
     # Each round onlines into each zone once; offlining is labelled with
     # the zone it leaves: movable, movable, then normal, movable, ...
-    offline = {zone: samples[("kmem", f"{zone} mom: offline wall", "base",
+    offline = {zone: samples[("kmem", f"{zone} mom", "offline wall", "base",
                               "default")]["samples_ms"]
                for zone in ("movable", "normal")}
     assert offline == {"movable": [3.0] * 4, "normal": [3.0] * 2}
-    assert samples[("kmem", "add mom: add wall", "base",
+    assert samples[("kmem", "add mom", "add wall", "base",
                     "default")]["samples_ms"] == [9.0]
 
     runs = onlining.runs_table(samples, [spec(3)])
@@ -264,7 +264,7 @@ def real(name):
 ])
 def test_real_logs(log, scenario, blocks):
     run = console.parse(real(log))
-    plan = scenarios.plan([scenario], size="1G", n=1)[0]
+    plan = scenarios.plan([scenario], size="1G", n=1, timing="log")[0]
     onlining.check_run(plan, run, scenario, timed=True)
     assert int(run.hotplug["blocks"]) == blocks
     online = [s for s in run.steps if s.labels["phase"] in ("first", "online")]
@@ -277,7 +277,8 @@ def test_real_logs(log, scenario, blocks):
         metrics = onlining.step_metrics(step)
         assert 0 < metrics["memmap_init_range"] < metrics["online_pages"] \
             < metrics["online wall"]
-    before = [onlining.moves_before_online(step) for step in online]
+    before = [onlining.moves_before_online(step.moves, step.onlines)
+              for step in online]
     if run.hotplug["mom"] == "Y":
         # memmap_on_memory: each block's own memmap pages first.
         assert [m.pages for m in online[0].moves[:2]] == [512, 32256]
@@ -291,7 +292,8 @@ def test_real_log_missing_a_block_is_rejected():
     line = next(l for l in text.splitlines() if "online_pages 32256" in l)
     run = console.parse(text.replace(line + "\n", "", 1))
     with pytest.raises(ZdinitError, match="6 online_pages timing lines for 7"):
-        onlining.check_run(scenarios.plan(["kmem"], size="1G", n=1)[0], run,
+        onlining.check_run(scenarios.plan(["kmem"], size="1G", n=1,
+                                          timing="log")[0], run,
                           "kmem", timed=True)
 
 
@@ -331,12 +333,13 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
         return {k: v for family in samples.values() for k, v in family.items()}
 
     samples = run([target("base")],
-                  scenarios.plan(["fsdax-dev"], size="4G", n=3))
+                  scenarios.plan(["fsdax-dev"], size="4G", n=3, timing="log"))
     assert boots == [("fsdax-dev", "base", "default", (), 0, 1)]
-    assert len(samples[("fsdax-dev", "", "base", "default")]["samples_ms"]) == 3
+    assert len(samples[("fsdax-dev", "", "", "base", "default")]["samples_ms"]) == 3
 
     boots.clear()
-    specs = scenarios.plan(["kmem", "virtio-mem"], size="1G", n=1)
+    specs = scenarios.plan(["kmem", "virtio-mem"], size="1G", n=1,
+                           timing="log")
     samples = run([target("patched")], specs)
     assert boots == [
         ("kmem", "patched", "default", ("log_buf_len=4M",), 0, 1),
@@ -344,9 +347,9 @@ def test_the_run_loop_boots_each_family(monkeypatch, tmp_path):
          ("log_buf_len=4M", "memory_hotplug.memmap_on_memory=1"), 0, 1),
         ("virtio-mem", "patched", "default", ("log_buf_len=4M",), 1 << 30, 0)]
     # Both kmem boots replayed the memmap_on_memory console: two samples.
-    key = ("kmem", "movable mom: memmap_init_range", "patched", "default")
+    key = ("kmem", "movable mom", "memmap_init_range", "patched", "default")
     assert len(samples[key]["samples_ms"]) == 2
-    key = ("virtio-mem", "normal: online wall", "patched", "default")
+    key = ("virtio-mem", "normal", "online wall", "patched", "default")
     assert len(samples[key]["samples_ms"]) == 1
 
 
@@ -362,7 +365,7 @@ def test_hotplug_base_is_stock_plus_the_timing_patch_and_the_count():
             base, "zone-device")] == []
         assert [w for w, p in zip(wanted, patches) if w in p.name] == \
             list(wanted) and len(patches) == len(wanted), patches
-    assert build.VARIANTS["hotplug-stock"].fragments == ("zdinit",)
+    assert build.VARIANTS["hotplug-stock"].fragments == ("zdinit", "tracing")
 
     def times(variant, base=BASE):
         return onlining.times_onlining(
@@ -388,8 +391,8 @@ def test_strategies_online_each_zone_and_key_the_samples():
         onlining.check_run(spec(), run, "kmem", timed=True, strategies=3)
     samples = {}
     onlining.collect(samples, spec(), run, "patched", first_round=True)
-    memmap = {k[3]: v["samples_ms"] for k, v in samples.items()
-              if k[1] == "movable: memmap_init_range"}
+    memmap = {k[4]: v["samples_ms"] for k, v in samples.items()
+              if k[1:3] == ("movable", "memmap_init_range")}
     assert memmap == {"auto": [4.004], "slow": [4.404]}
     rows = onlining.breakdown_rows(onlining.runs_table(samples, [spec()]))
     assert [r[1] for r in rows if r[0] == "kmem movable"] == [

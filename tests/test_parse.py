@@ -73,7 +73,7 @@ def test_base_fsdax_dev_log():
         assert step.memmap[0].strategy is None
         assert step.labels["strategy"] == "default"
     # map=dev: pfns = the data area ndctl reports, after the altmap reserve.
-    spec = scenarios.plan(["fsdax-dev"], size="4G")[0]
+    spec = scenarios.plan(["fsdax-dev"], size="4G", timing="log")[0]
     want = scenarios.expected_pages(spec, run, "")
     assert want == run.geometry[0]["namespace"]["size"] // 4096
     assert all(s.pages == want for s in run.steps)
@@ -82,7 +82,7 @@ def test_base_fsdax_dev_log():
 
 def test_patched_devdax_mem_log_shows_tail_reuse():
     run = load("devdax-mem-patched.log")
-    spec = scenarios.plan(["devdax-mem"], size="4G")[0]
+    spec = scenarios.plan(["devdax-mem"], size="4G", timing="log")[0]
     rebind.check_run(spec, run, "devdax-mem patched", verify=False)
     by_align = {}
     for step in run.steps:
@@ -105,7 +105,7 @@ def check_edited_log(log, scenario, old, new, verify=False):
     text = (DATA / log).read_text()
     assert old in text
     run = console.parse(text.replace(old, new, 1))
-    spec = scenarios.plan([scenario], size="4G")[0]
+    spec = scenarios.plan([scenario], size="4G", timing="log")[0]
     rebind.check_run(spec, run, "x", verify=verify)
 
 
@@ -187,7 +187,7 @@ def test_rebind_records_carry_the_guest_llc():
     """bench records what auto's choice depends on besides the struct
     pages written: the LLC the guest lists, None from a guest that did
     not list it."""
-    spec = scenarios.plan(["devdax-mem"], size="4G")[0]
+    spec = scenarios.plan(["devdax-mem"], size="4G", timing="log")[0]
     text = (DATA / "devdax-mem-patched.log").read_text()
     listed = text.replace("@@zdinit end rc=0", "@@zdinit cache cpu=0 index=3 "
                           "level=3 type=Unified size=16384K\n@@zdinit caches "

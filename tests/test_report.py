@@ -127,10 +127,10 @@ def test_rows_are_compared_with_upstream_7_4s_method_on_their_own_kernel():
     from zdinit.families import rebind, scenarios
 
     samples = {
-        ("fsdax-dev", "", "base", "default"): rebind_entry([40.0] * 5),
-        ("fsdax-dev", "", "patched", "stream@1"): rebind_entry([20.0] * 5),
-        ("fsdax-dev", "", "patched", "auto"): rebind_entry([10.0] * 5),
-        ("fsdax-dev", "", "patched-memcpy", "auto"): rebind_entry([8.0] * 5),
+        ("fsdax-dev", "", "", "base", "default"): rebind_entry([40.0] * 5),
+        ("fsdax-dev", "", "", "patched", "stream@1"): rebind_entry([20.0] * 5),
+        ("fsdax-dev", "", "", "patched", "auto"): rebind_entry([10.0] * 5),
+        ("fsdax-dev", "", "", "patched-memcpy", "auto"): rebind_entry([8.0] * 5),
     }
     specs = scenarios.plan(["fsdax-dev"], "4G", 5)
     runs = {(r["kernel"], r["strategy"]): r
@@ -151,10 +151,9 @@ def test_resummarize_puts_back_what_the_samples_give():
     from zdinit.families import rebind, scenarios
 
     samples = {
-        ("fsdax-dev", "", "base", "default"): rebind_entry([40.0, 41.0, 39.0]),
-        ("fsdax-dev", "", "patched", "stream@1"):
-            rebind_entry([20.0, 22.0, 21.0]),
-        ("fsdax-dev", "", "patched", "auto"): rebind_entry([10.0, 11.0, 9.0]),
+        ("fsdax-dev", "", "", "base", "default"): rebind_entry([40.0, 41.0, 39.0]),
+        ("fsdax-dev", "", "", "patched", "stream@1"): rebind_entry([20.0, 22.0, 21.0]),
+        ("fsdax-dev", "", "", "patched", "auto"): rebind_entry([10.0, 11.0, 9.0]),
     }
     fresh = rebind.runs_table(samples, scenarios.plan(["fsdax-dev"], "4G", 3))
     stale = [dict(r) for r in fresh]
@@ -172,10 +171,10 @@ def test_rows_are_compared_with_the_upstream_kernel():
     from zdinit.families import rebind, scenarios
 
     samples = {
-        ("fsdax-dev", "", "stock", "default"): rebind_entry([40.0] * 5),
-        ("fsdax-dev", "", "upstream", "default"): rebind_entry([30.0] * 5),
-        ("fsdax-dev", "", "patched", "stream@1"): rebind_entry([20.0] * 5),
-        ("fsdax-dev", "", "patched", "auto"): rebind_entry([10.0] * 5),
+        ("fsdax-dev", "", "", "stock", "default"): rebind_entry([40.0] * 5),
+        ("fsdax-dev", "", "", "upstream", "default"): rebind_entry([30.0] * 5),
+        ("fsdax-dev", "", "", "patched", "stream@1"): rebind_entry([20.0] * 5),
+        ("fsdax-dev", "", "", "patched", "auto"): rebind_entry([10.0] * 5),
     }
     specs = scenarios.plan(["fsdax-dev"], "4G", 5)
     runs = {(r["kernel"], r["strategy"]): r
@@ -188,6 +187,6 @@ def test_rows_are_compared_with_the_upstream_kernel():
     row = dict(zip(header, rebind.rows([runs[("patched", "auto")]])[0]))
     assert row["speedup vs upstream [95% CI]"].startswith("3.00x")
     assert row["vs stream@1 in-kernel [95% CI]"].startswith("2.00x")
-    del samples[("fsdax-dev", "", "upstream", "default")]
+    del samples[("fsdax-dev", "", "", "upstream", "default")]
     assert not any("vs_upstream" in r
                    for r in rebind.runs_table(samples, specs))

@@ -330,7 +330,8 @@ def validate_bench(args):
                          f"{default_kernels}: give --kernels patched")
     check_rounds(args.rounds)
     check_strategies(args.strategies, args.kernels)
-    specs = scenarios.plan(args.scenarios, args.size, args.n, args.align)
+    specs = scenarios.plan(args.scenarios, args.size, args.n, args.align,
+                           args.timing)
     check_align(args.align, specs)
     if args.contiguity:
         other_kernels = [k for k in args.kernels if k not in HOTPLUG_KERNELS]
@@ -763,6 +764,12 @@ def parser():
     r.add_argument("--rounds", type=int, default=2,
                    help="boots per kernel, alternating kernels, "
                    f"1..{MAX_ROUNDS} (default 2)")
+    r.add_argument("--timing", default=scenarios.DEFAULT_TIMING,
+                   choices=tuple(scenarios.TIMINGS),
+                   help="how the kernel is timed: " + "; ".join(
+                       f"{name}: {what}" for name, what in
+                       scenarios.TIMINGS.items())
+                   + f" (default {scenarios.DEFAULT_TIMING})")
     r.add_argument("--verify", action="store_true",
                    help="compare every memmap with the slow path (patched)")
     r.add_argument("--icount", action="store_true",

@@ -7,8 +7,9 @@ import time
 
 from zdinit import paths, progress
 from zdinit.families import summary
+from zdinit.kernel import tracing
 from zdinit.results import report
-from zdinit.vm import guest as vm_guest, placement, qemu
+from zdinit.vm import guest as vm_guest, placement, qemu, trace
 
 
 
@@ -22,6 +23,15 @@ def check_resources(plan, variants):
         if len(set(needs.values())) > 1:
             what += f" for kernel '{largest}'"
         qemu.require_host_memory(needs[largest], what)
+
+
+def check_tracing(plan, targets):
+    """Before any boot: every kernel that a family boots to time it by
+    kprobe events can be (kernel/tracing.py), or one line naming it."""
+    for family, spec in plan:
+        if family.name in trace.PROBES and spec.timing != "log":
+            for target in targets:
+                tracing.require(target.kernel, family.name)
 
 
 def split_rounds(n, rounds):
@@ -82,6 +92,7 @@ def measure(plan, targets, rounds, accel, accel_why, command_line, *,
     command's time.monotonic() at its start, for the run's wall time
     (builds included); name: what a kernel is called in the record.
     Returns (directory, results)."""
+    check_tracing(plan, targets)
     # Before the boots: the revision is the one that ran, whatever is
     # committed while it runs.
     env = environment(accel, accel_why, targets, name)

@@ -13,7 +13,7 @@ import os
 from zdinit.families import rebind
 from zdinit.kernel import build
 from zdinit.units import PAGE
-from zdinit.vm import console
+from zdinit.vm import console, trace
 from zdinit.errors import ZdinitError
 
 # A hotplug step logs two timing lines per memory block: room for 800
@@ -65,19 +65,23 @@ def contiguity_problem(run, exact):
 
 
 def variant_label(step):
-    """'movable', 'normal mom' (memmap_on_memory), 'add mom', ..."""
+    """'movable', 'normal mom' (memmap_on_memory), 'add mom', ...; with
+    timing "ab", 'movable traced' or 'movable untraced'."""
     labels = step.labels
     what = labels.get("zone") or labels["phase"]
-    return what + (" mom" if labels.get("mom") == "Y" else "")
+    what += " mom" if labels.get("mom") == "Y" else ""
+    if labels.get("trace") in ("on", "off"):
+        what += " traced" if step.traced else " untraced"
+    return what
 
 
-def moves_before_online(step):
-    """The move_pfn_range_to_zone() lines of a step that no online_pages()
-    line contains: with memmap_on_memory, each block's own memmap pages,
+def moves_before_online(moves, onlines):
+    """The move_pfn_range_to_zone() calls of a step that no online_pages()
+    contains: with memmap_on_memory, each block's own memmap pages,
     moved by mhp_init_memmap_on_memory() before online_pages() runs."""
-    inside = collections.Counter(o.pages for o in step.onlines)
+    inside = collections.Counter(o.pages for o in onlines)
     outside = []
-    for move in step.moves:
+    for move in moves:
         if inside[move.pages]:
             inside[move.pages] -= 1
         else:
@@ -85,26 +89,49 @@ def moves_before_online(step):
     return outside
 
 
-def step_metrics(step):
-    """{metric: ms} for one step."""
+def timed_calls(step, timing):
+    """[(prefix, moves, onlines)]: the step's MoveTimings and
+    OnlineTimings, from the trace or the kernel's lines as timing says;
+    with "ab" a traced step has both, the lines' metrics prefixed "log "."""
+    if timing == "log":
+        return [("", step.moves, step.onlines)]
+    traced = ([("", step.traced_moves(), step.traced_onlines())]
+              if step.traced else [])
+    if timing == "trace":
+        return traced
+    return traced + [("log ", step.moves, step.onlines)]
+
+
+def part_metrics(moves, onlines):
+    """{metric: ms}: what moves and onlines add up to."""
+    metrics = {}
+    if moves:
+        metrics["memmap_init_range"] = sum(m.memmap_us for m in moves) / 1000.0
+        if all(m.contig_us is not None for m in moves):
+            metrics["set_zone_contiguous"] = sum(m.contig_us
+                                                 for m in moves) / 1000.0
+    if onlines:
+        metrics["online_pages"] = sum(o.total_us for o in onlines) / 1000.0
+        for part in console.ONLINE_PARTS:
+            metrics[part] = sum(o.parts[part] for o in onlines) / 1000.0
+        before = moves_before_online(moves, onlines)
+        if before:
+            metrics["vmemmap moves"] = sum(m.memmap_us + (m.contig_us or 0)
+                                           for m in before) / 1000.0
+    return metrics
+
+
+def step_metrics(step, timing="log"):
+    """{metric: ms} for one step, timed as timing says
+    (scenarios.TIMINGS)."""
     phase = step.labels["phase"]
     metrics = {}
     if step.wall and "us" in step.wall:
         wall = "online" if phase in ONLINE_PHASES else phase
         metrics[f"{wall} wall"] = step.wall["us"] / 1000.0
-    if step.moves:
-        metrics["memmap_init_range"] = sum(m.memmap_us for m in step.moves) / 1000.0
-        if all(m.contig_us is not None for m in step.moves):
-            metrics["set_zone_contiguous"] = sum(m.contig_us
-                                                 for m in step.moves) / 1000.0
-    if step.onlines:
-        metrics["online_pages"] = sum(o.total_us for o in step.onlines) / 1000.0
-        for part in console.ONLINE_PARTS:
-            metrics[part] = sum(o.parts[part] for o in step.onlines) / 1000.0
-        before = moves_before_online(step)
-        if before:
-            metrics["vmemmap moves"] = sum(m.memmap_us + (m.contig_us or 0)
-                                           for m in before) / 1000.0
+    for prefix, moves, onlines in timed_calls(step, timing):
+        metrics.update({prefix + metric: ms for metric, ms in
+                        part_metrics(moves, onlines).items()})
     return metrics
 
 
@@ -144,27 +171,41 @@ def check_run(spec, run, label, timed, strategies=1, verify=False,
     for step in run.steps:
         if not step.wall or "us" not in step.wall:
             raise ZdinitError(f"{label}: step {step.labels} reported no wall time")
-        if step.labels["phase"] not in ONLINE_PHASES or not timed:
+        if step.labels["phase"] not in ONLINE_PHASES:
             continue
-        if len(step.onlines) != blocks:
-            raise ZdinitError(f"{label}: step {step.labels}: {len(step.onlines)} "
-                              f"online_pages timing lines for {blocks} blocks")
-        pages = sum(m.pages for m in step.moves)
-        if pages != blocks * block_pages:
-            raise ZdinitError(f"{label}: step {step.labels}: memmap of {pages} "
-                              f"pages initialised, {blocks} blocks have "
-                              f"{blocks * block_pages}")
+        try:
+            found = timed_calls(step, spec.timing)
+        except trace.TraceError as err:
+            raise ZdinitError(f"{label}: step {step.labels}: {err}") from None
+        if spec.timing != "log" and not step.traced and \
+                step.labels.get("trace") != "off":
+            raise ZdinitError(f"{label}: step {step.labels} was not traced")
+        for prefix, moves, onlines in found:
+            if prefix == "log " or spec.timing == "log":
+                if not timed:
+                    continue
+                what = "online_pages timing lines"
+            else:
+                what = "traced online_pages calls"
+            if len(onlines) != blocks:
+                raise ZdinitError(f"{label}: step {step.labels}: {len(onlines)} "
+                                  f"{what} for {blocks} blocks")
+            pages = sum(m.pages for m in moves)
+            if pages != blocks * block_pages:
+                raise ZdinitError(f"{label}: step {step.labels}: memmap of "
+                                  f"{pages} pages initialised, {blocks} blocks "
+                                  f"have {blocks * block_pages}")
 
 
 def collect(samples, spec, run, kernel, first_round):
-    """Add run's samples: key (scenario, 'variant: metric', kernel,
+    """Add run's samples: key (scenario, variant, metric, kernel,
     strategy), the strategy the step onlined with ('default' where the
     kernel chose, and for offlining)."""
     pages = int(run.hotplug["blocks"]) * int(run.hotplug["block_bytes"]) // PAGE
     for step in run.steps:
         phase = step.labels["phase"]
-        for metric, ms in step_metrics(step).items():
-            key = (spec.scenario.name, f"{variant_label(step)}: {metric}",
+        for metric, ms in step_metrics(step, spec.timing).items():
+            key = (spec.scenario.name, variant_label(step), metric,
                    kernel, step.labels.get("strategy", "default"))
             entry = samples.setdefault(key, {
                 "first_bind_ms": None, "samples_ms": [], "pages": pages,
@@ -177,9 +218,8 @@ def collect(samples, spec, run, kernel, first_round):
 
 
 def split_record(record):
-    """A runs_table() record of the family: 'align' becomes variant, metric."""
-    variant, _, metric = record.pop("align").partition(": ")
-    record.update(align=None, variant=variant, metric=metric)
+    """A runs_table() record of the family: 'align' is its variant."""
+    record.update(variant=record.pop("align"), align=None)
     return record
 
 
@@ -190,7 +230,9 @@ def boot_params(spec, target, n, verify, aligns):
     params = rebind.boot_params(spec, target, n, verify, aligns)
     params["strategies"] = ",".join(target.hotplug_strategies)
     params["zones"] = ",".join(spec.scenario.zones)
-    params["timing"] = int(times_onlining(target.kernel))
+    # The kernel's timing lines where they are read: not with "trace".
+    params["timing"] = int(times_onlining(target.kernel)
+                           and spec.timing != "trace")
     params["contiguity"] = int(target.contiguity)
     return params
 

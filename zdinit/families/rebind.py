@@ -7,21 +7,62 @@ from zdinit.families.protocol import BootPlan
 from zdinit.kernel import build
 from zdinit.results import report, stats
 from zdinit.units import MiB
-from zdinit.vm import console, qemu
+from zdinit.vm import console, qemu, trace
 from zdinit.errors import ZdinitError
+
+
+# zdinit.trace for each timing (scenarios.TIMINGS): guest/trace.sh.
+TRACE_PARAM = {"trace": 1, "log": 0, "ab": "ab"}
 
 
 def boot_params(spec, target, n, verify, aligns):
     params = {"scenario": spec.scenario.name, "size": spec.size, "n": n,
               "align": ",".join(a for a in aligns if a) or "2M",
-              "strategies": ",".join(target.strategies)}
+              "strategies": ",".join(target.strategies),
+              "trace": TRACE_PARAM[spec.timing]}
     if verify:
         params["verify"] = 1
     return params
 
 
+def traced_ms(step, label):
+    """memmap_init_zone_device()'s one traced time in a step, checked
+    against the kernel's line for its pages."""
+    try:
+        calls = step.traced_memmap()
+    except trace.TraceError as err:
+        raise ZdinitError(f"{label}: step {step.labels}: {err}") from None
+    if len(calls) != 1:
+        raise ZdinitError(f"{label}: step {step.labels}: {len(calls)} "
+                          f"{trace.MEMMAP} calls traced, not 1")
+    pages, ms = calls[0]
+    if pages != step.pages:
+        raise ZdinitError(f"{label}: step {step.labels}: the traced call "
+                          f"had {pages} pages, the kernel's line {step.pages}")
+    return ms
+
+
+def timings(spec, step, label):
+    """[(metric, ms)] of one step: the traced time, or the kernel's line,
+    under no metric's name; with timing "ab" both, named for what timed
+    them ("trace", "log traced", "log untraced")."""
+    if spec.timing == "log":
+        return [("", step.ms)]
+    if spec.timing == "trace":
+        if not step.traced:
+            raise ZdinitError(f"{label}: step {step.labels} was not traced")
+        return [("", traced_ms(step, label))]
+    if step.labels.get("trace") not in ("on", "off"):
+        raise ZdinitError(f"{label}: step {step.labels} says neither "
+                          "trace=on nor trace=off")
+    if not step.traced:
+        return [("log untraced", step.ms)]
+    return [("log traced", step.ms), ("trace", traced_ms(step, label))]
+
+
 def check_run(spec, run, label, verify):
-    """The guest did what the scenario says: geometry, counts, no splats."""
+    """The guest did what the scenario says: geometry, counts, no splats;
+    each step timed as spec.timing asks."""
     console.refuse_splats(run, label)
     problem = run.verify_problem() if verify else None
     if problem:
@@ -35,6 +76,7 @@ def check_run(spec, run, label, verify):
         if step.pages != want:
             raise ZdinitError(f"{label}: {step.labels}: kernel initialised "
                               f"{step.pages} pages, geometry says {want}")
+        timings(spec, step, label)
         init = step.memmap[0]
         if init.written is not None:
             want_written = scenarios.expected_written(spec, want, align)
@@ -46,26 +88,28 @@ def check_run(spec, run, label, verify):
 
 def collect_memmap(samples, spec, run, kernel, first_round):
     for step in run.steps:
-        key = (spec.scenario.name, step.labels.get("align", ""), kernel,
-               step.labels["strategy"])
-        entry = samples.setdefault(key, {"first_bind_ms": None,
-                                         "samples_ms": [], "pages": None,
-                                         "written": None, "resolved": set(),
-                                         "threads": set()})
         init = step.memmap[0]
-        entry["pages"] = init.pages
-        entry["written"] = init.written
-        # What auto's choice depends on besides the struct pages written.
-        entry["guest_llc_bytes"] = run.llc_bytes()
-        if init.strategy:
-            entry["resolved"].add(init.strategy)
-        if init.threads:
-            entry["threads"].add(init.threads)
-        if step.labels["phase"] == "first":
-            if first_round:
-                entry["first_bind_ms"] = init.ms
-        else:
-            entry["samples_ms"].append(init.ms)
+        for metric, ms in timings(spec, step, kernel):
+            key = (spec.scenario.name, step.labels.get("align", ""), metric,
+                   kernel, step.labels["strategy"])
+            entry = samples.setdefault(key, {"first_bind_ms": None,
+                                             "samples_ms": [], "pages": None,
+                                             "written": None,
+                                             "resolved": set(),
+                                             "threads": set()})
+            entry["pages"] = init.pages
+            entry["written"] = init.written
+            # What auto's choice depends on besides the struct pages written.
+            entry["guest_llc_bytes"] = run.llc_bytes()
+            if init.strategy:
+                entry["resolved"].add(init.strategy)
+            if init.threads:
+                entry["threads"].add(init.threads)
+            if step.labels["phase"] == "first":
+                if first_round:
+                    entry["first_bind_ms"] = ms
+            else:
+                entry["samples_ms"].append(ms)
 
 
 def runs_table(samples, specs, shape=lambda record: record):
@@ -73,11 +117,14 @@ def runs_table(samples, specs, shape=lambda record: record):
     and, on the same kernel, against upstream 7.4's method
     (scenarios.UPSTREAM_METHOD)."""
     sizes = {s.scenario.name: s.size for s in specs}
+    timing = {s.scenario.name: s.timing for s in specs}
     runs = []
-    for (scenario, align, kernel, strategy), e in sorted(samples.items()):
+    for (scenario, align, metric, kernel, strategy), e in sorted(samples.items()):
         if not e["samples_ms"]:
             continue
         record = {"scenario": scenario, "align": align or None,
+                  **({"metric": metric} if metric else {}),
+                  "timing": timing[scenario],
                   "kernel": kernel, "strategy": strategy,
                   "resolved": sorted(e["resolved"]) or None,
                   "threads": sorted(e["threads"]) or None,
@@ -138,10 +185,11 @@ def resummarize(runs):
 
 
 def row_label(r):
-    """'fsdax-dev', 'devdax-mem 2M', 'kmem movable mom: memmap_init_range'."""
-    if r.get("metric"):
-        return f"{r['scenario']} {r['variant']}: {r['metric']}"
-    return r["scenario"] + (f" {r['align']}" if r.get("align") else "")
+    """'fsdax-dev', 'devdax-mem 2M', 'kmem movable mom: memmap_init_range',
+    'fsdax-dev: log traced'."""
+    where = r.get("variant") or r.get("align")
+    label = r["scenario"] + (f" {where}" if where else "")
+    return label + (f": {r['metric']}" if r.get("metric") else "")
 
 
 def rows(runs):

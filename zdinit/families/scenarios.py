@@ -109,12 +109,27 @@ DEFAULT_BENCH = tuple(name for name, sc in SCENARIOS.items()
                       if sc.family == "rebind")
 
 
+# How the measured families time the kernel (RunSpec.timing): "trace",
+# kprobe events on the functions timed, the same in every kernel
+# (zdinit/vm/trace.py); "log", the kernel's own log lines (stock's in
+# jiffies, the kit's timing patches in microseconds); "ab", both in one
+# boot, the probes armed in every other round, to measure what tracing
+# costs beside the log lines.
+TIMINGS = {"trace": "kprobe events on the functions timed, in every kernel",
+           "log": "the kernel's own log lines: stock's in whole jiffies, "
+                  "the kit's timing patches' in microseconds",
+           "ab": "both in one boot, the probes armed in every other round, "
+                 "the log lines throughout: what tracing costs"}
+DEFAULT_TIMING = "trace"
+
+
 @dataclasses.dataclass(frozen=True)
 class RunSpec:
     scenario: Scenario
     size: int
     n: int
     aligns: tuple
+    timing: str = DEFAULT_TIMING
 
     def memmap_ram_bytes(self):
         """Guest RAM the memmap needs (0 when it lives in the device)."""
@@ -175,9 +190,13 @@ def parse_size(text):
     return int(float(m.group(1)) * scale[m.group(2).upper()])
 
 
-def plan(names, size=None, n=None, aligns=None, aligns_given=True):
+def plan(names, size=None, n=None, aligns=None, aligns_given=True,
+         timing=DEFAULT_TIMING):
     """Validate options and return one RunSpec per scenario; aligns_given:
     whether aligns are the user's (--align) or the caller's own."""
+    if timing not in TIMINGS:
+        raise UsageError(f"unknown timing '{timing}'; choose from "
+                         + ", ".join(TIMINGS))
     specs = []
     for name in names:
         if name not in SCENARIOS:
@@ -211,7 +230,7 @@ def plan(names, size=None, n=None, aligns=None, aligns_given=True):
                 raise UsageError(
                     f"{given} must be a multiple of {a} and at least "
                     f"{size_text(2 * ALIGNS[a])} for {why}")
-        specs.append(RunSpec(sc, sz, count, al))
+        specs.append(RunSpec(sc, sz, count, al, timing))
     return specs
 
 

@@ -56,22 +56,22 @@ CONTIGUITY_CHECK = "patches/linux-{base}-contiguity-check.patch"
 ONLINING_MUTANTS = ("wrong-zone", "skipped-pageblock", "wrong-lru")
 
 VARIANTS = {
-    "stock": Variant(("zdinit",)),
-    "patched": Variant(("zdinit", "series"), "zone-device"),
+    "stock": Variant(("zdinit", "tracing")),
+    "patched": Variant(("zdinit", "tracing", "series"), "zone-device"),
     # What upstream queued for 7.4, on the base: the template path with its
     # streaming copy, on one thread, and the contiguity count; timed by
     # the kernel's own pr_debug line, with no knob and no kit.
-    "upstream": Variant(("zdinit",), "zone-device",
+    "upstream": Variant(("zdinit", "tracing"), "zone-device",
                         parts=("templates", "contiguity")),
     # The series with its earlier fan-out, work items of its own instead
     # of padata_do_multithreaded(): to measure the two against each
     # other.  Not for merging.
-    "patched-workqueue": Variant(("zdinit", "series"), "zone-device", extra=(
+    "patched-workqueue": Variant(("zdinit", "tracing", "series"), "zone-device", extra=(
         "patches/linux-{base}-workqueue-fan-out.patch",), only_on=("7.3",)),
     # Onlining as stock does it, timed: the series' hotplug timing patch
     # on the contiguity count (upstream's 7.4 method, the base the
     # onlining templates build on).
-    "hotplug-stock": Variant(("zdinit",), "zone-device",
+    "hotplug-stock": Variant(("zdinit", "tracing"), "zone-device",
                              only=(CONTIGUITY_COUNT, TIMING)),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": Variant(("zdinit", "trace", "series"), "zone-device"),

@@ -7,6 +7,7 @@ import tempfile
 
 from zdinit import deps, paths
 from zdinit.errors import ZdinitError
+from zdinit.vm import trace
 
 TOOLS = {"busybox": "busybox-static", "ndctl": "ndctl",
          "mkfs.ext4": "e2fsprogs", "bash-static": "bash-static"}
@@ -128,7 +129,7 @@ def add_kernel_selftests(kernel, root):
 # family's); and the guest's C tools, from guest/<tool>.c with the
 # libraries each links.
 DISPATCHER = "scenario.sh"
-GUEST_SCRIPTS = (DISPATCHER, "common.sh", "rebind.sh", "safety.sh",
+GUEST_SCRIPTS = (DISPATCHER, "common.sh", "trace.sh", "rebind.sh", "safety.sh",
                  "clear.sh", "hotplug.sh", "ndctl.sh",
                  "onlining-selftests.sh", "store-rule.sh")
 GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"], "zdonline": []}
@@ -166,6 +167,7 @@ def build(kernel, dest, tools=None):
         shutil.copy2(paths.GUEST / "init", root / "init")
         for script in GUEST_SCRIPTS:
             shutil.copy2(paths.GUEST / script, root / "zdinit" / script)
+        (root / "zdinit" / "probes").write_text(trace.probes_file())
         for module in kernel.modules:
             shutil.copy2(module, root / "zdinit" / module.name)
         for name, path in GUEST_MODULES.items():

@@ -1,9 +1,11 @@
 """Parse a guest console: zdinit markers and the kernel's own timing lines."""
 import dataclasses
+import functools
 import json
 import re
 
 from zdinit.errors import ZdinitError
+from zdinit.vm import trace
 
 # The kernel prints milliseconds from jiffies; the measurement kit adds a
 # line of its own after it, in microseconds from ktime, with the strategy,
@@ -70,6 +72,52 @@ class Step:
     moves: list = dataclasses.field(default_factory=list)
     onlines: list = dataclasses.field(default_factory=list)
     wall: dict | None = None     # "@@zdinit wall us=..." of a hotplug step
+    # tracefs' lines for the step ("@@trace ..."), kprobe events of the
+    # functions guest/trace.sh probes: trace.calls() pairs them.
+    trace: list = dataclasses.field(default_factory=list)
+
+    @property
+    def traced(self):
+        """Whether the guest traced this step (its "trace" label: "on"
+        or "off" with zdinit.trace=ab, none where it traced every step
+        or none)."""
+        return bool(self.trace) and self.labels.get("trace") != "off"
+
+    @functools.cached_property
+    def calls(self):
+        """The step's traced calls (trace.calls()), parsed once."""
+        return trace.calls(self.trace)
+
+    def traced_memmap(self):
+        """memmap_init_zone_device()'s traced calls: (pages, ms) each."""
+        return [(c.args.get("nr_pages"), c.us / 1000.0)
+                for c in trace.find(self.calls, trace.MEMMAP)]
+
+    def traced_moves(self):
+        """Every traced move_pfn_range_to_zone() as a MoveTiming: the
+        memmap_init_range() inside it and, where the kernel walks, the
+        zone contiguity walk."""
+        moves = []
+        for move in trace.find(self.calls, trace.MOVE):
+            inits = move.children(trace.MEMMAP_RANGE)
+            if len(inits) != 1:
+                raise trace.TraceError(
+                    f"{trace.MOVE} at {move.start_us}us: {len(inits)} "
+                    f"{trace.MEMMAP_RANGE} calls traced, not 1")
+            walks = move.children(trace.CONTIGUOUS)
+            moves.append(MoveTiming(
+                move.args["nr_pages"], "", inits[0].us,
+                sum(w.us for w in walks) if walks else None))
+        return moves
+
+    def traced_onlines(self):
+        """Every traced online_pages() as an OnlineTiming."""
+        onlines = []
+        for call in trace.find(self.calls, trace.ONLINE):
+            total, parts = trace.online_parts(call)
+            onlines.append(OnlineTiming(call.args["nr_pages"], total,
+                                        dict(zip(ONLINE_PARTS, parts))))
+        return onlines
 
     @property
     def ms(self):
@@ -192,9 +240,13 @@ def parse(console):
     current = None
     for raw in console.splitlines():
         # Firmware escape sequences can precede a marker on the same line.
-        at = min((i for i in (raw.find("@@zdinit "), raw.find("@@kmsg "))
-                  if i >= 0), default=0)
+        at = min((i for i in (raw.find("@@zdinit "), raw.find("@@kmsg "),
+                              raw.find("@@trace ")) if i >= 0), default=0)
         line = raw[at:].strip()
+        if line.startswith("@@trace "):
+            if current is not None:
+                current.trace.append(line[len("@@trace "):])
+            continue
         if line.startswith("@@kmsg "):
             kline = line[len("@@kmsg "):]
             if SPLAT.search(kline):

@@ -1,0 +1,220 @@
+"""Timing by kprobe events: the trace lines of a step paired into calls
+(zdinit/vm/trace.py), what the families make of them, and the check
+before any boot that a kernel can be traced (zdinit/kernel/tracing.py)."""
+import dataclasses
+import types
+
+import pytest
+
+from zdinit.errors import ZdinitError
+from zdinit.families import loop, onlining, rebind, scenarios
+from zdinit.kernel import bases, tracing
+from zdinit.vm import console, trace
+
+
+def event(func, at, pid=93, ret=False, args="", caller="devm_memremap_pages"):
+    """One line of tracefs' trace as a kprobe event prints it."""
+    seconds, us = divmod(at, 1_000_000)
+    where = (f"{caller}+0x3c5/0x610 <- {func}" if ret
+             else f"{func}+0x0/0x2a0")
+    name = f"{func}__return" if ret else func
+    return (f"           ndctl-{pid}     [001] d....  {seconds:5d}.{us:06d}: "
+            f"{name}: ({where}){args}")
+
+
+def header(kept, written):
+    return f"# entries-in-buffer/entries-written: {kept}/{written}   #P:2"
+
+
+def test_an_entry_and_its_return_are_one_call():
+    found = trace.calls([
+        header(2, 2),
+        event("memmap_init_zone_device", 12_345_678, args=" nr_pages=262144"),
+        event("memmap_init_zone_device", 12_456_789, ret=True)])
+    assert len(found) == 1
+    call = found[0]
+    assert (call.func, call.us, call.args) == \
+        ("memmap_init_zone_device", 111_111, {"nr_pages": 262144})
+
+
+def test_calls_nest_per_task():
+    lines = [event("online_pages", 1000, pid=7),
+             event("online_pages", 1001, pid=8),
+             event("memory_notify", 1010, pid=7),
+             event("memory_notify", 1020, pid=7, ret=True),
+             event("online_pages", 1030, pid=8, ret=True),
+             event("online_pages", 1050, pid=7, ret=True)]
+    first, second = trace.calls(lines)
+    assert (first.pid, first.us, second.pid, second.us) == (7, 50, 8, 29)
+    assert [(c.func, c.us) for c in first.calls] == [("memory_notify", 10)]
+    assert trace.find([first, second], "memory_notify") == first.calls
+
+
+@pytest.mark.parametrize("lines, why", [
+    ([header(3, 5)], "kept 3 of 5 events"),
+    ([event("memory_notify", 10, ret=True)], "without its entry"),
+    ([event("online_pages", 10), event("memory_notify", 12, ret=True)],
+     "without its entry"),
+    ([event("online_pages", 10)], "entered without a return"),
+])
+def test_a_trace_that_does_not_pair_is_refused(lines, why):
+    with pytest.raises(trace.TraceError, match=why):
+        trace.calls(lines)
+
+
+def online_lines(t0, pages=32768):
+    """The events of one successful online_pages(), t0 in microseconds."""
+    marks = [("online_pages", 0, False, f" nr_pages={pages}"),
+             ("move_pfn_range_to_zone", 1, False, f" nr_pages={pages}"),
+             ("memmap_init_range", 2, False, f" nr_pages={pages}"),
+             ("memmap_init_range", 300, True, ""),
+             ("move_pfn_range_to_zone", 310, True, ""),
+             ("memory_notify", 311, False, ""),
+             ("memory_notify", 320, True, ""),
+             ("adjust_present_page_count", 900, False, ""),
+             ("adjust_present_page_count", 905, True, ""),
+             ("undo_isolate_page_range", 910, False, ""),
+             ("undo_isolate_page_range", 1000, True, ""),
+             ("memory_notify", 1100, False, ""),
+             ("memory_notify", 1150, True, ""),
+             ("online_pages", 1160, True, "")]
+    return [event(func, t0 + dt, ret=ret, args=args)
+            for func, dt, ret, args in marks]
+
+
+def test_online_pages_parts_add_up_to_its_total():
+    call, = trace.calls(online_lines(5000))
+    total, parts = trace.online_parts(call)
+    assert total == 1160
+    assert parts == [310, 10, 580, 100, 100, 60]
+    assert sum(parts) == total
+
+
+def test_an_online_missing_a_traced_step_is_refused():
+    lines = [line for line in online_lines(5000)
+             if "adjust_present_page_count" not in line]
+    call, = trace.calls(lines)
+    with pytest.raises(trace.TraceError, match="1, 2, 1 and 1"):
+        trace.online_parts(call)
+
+
+def console_of(steps):
+    """A guest console with one "@@zdinit begin/done" step per entry of
+    steps: (labels, kmsg lines, trace lines)."""
+    out = ["@@zdinit start scenario=fsdax-dev"]
+    for labels, kmsg, events in steps:
+        out.append(f"@@zdinit begin {labels}")
+        out += [f"@@kmsg {line}" for line in kmsg]
+        out += [f"@@trace {line}" for line in events]
+        out.append(f"@@zdinit done {labels}")
+    return "\n".join(out + ["@@zdinit end rc=0"])
+
+
+LINE = ("memmap_init_zone_device initialised 262144 pages in 120500us, "
+        "stream, 262144 struct pages written, 1 thread")
+
+
+def test_rebind_step_times_are_the_traced_ones():
+    run = console.parse(console_of([(
+        "phase=rebind strategy=auto align= iter=1", [LINE],
+        [header(2, 2),
+         event("memmap_init_zone_device", 1_000_000, args=" nr_pages=262144"),
+         event("memmap_init_zone_device", 1_121_000, ret=True)])]))
+    step, = run.steps
+    spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
+    assert rebind.timings(spec, step, "t") == [("", 121.0)]
+    log = dataclasses.replace(spec, timing="log")
+    assert rebind.timings(log, step, "t") == [("", 120.5)]
+
+
+def test_ab_steps_are_labelled_and_timed_both_ways():
+    traced, untraced = console.parse(console_of([
+        ("phase=rebind strategy=auto align= iter=1 trace=on", [LINE],
+         [header(2, 2),
+          event("memmap_init_zone_device", 1_000_000, args=" nr_pages=262144"),
+          event("memmap_init_zone_device", 1_121_000, ret=True)]),
+        ("phase=rebind strategy=auto align= iter=2 trace=off", [LINE],
+         [header(0, 0)])])).steps
+    spec = scenarios.plan(["fsdax-dev"], "1G", 1, timing="ab")[0]
+    assert rebind.timings(spec, traced, "t") == \
+        [("log traced", 120.5), ("trace", 121.0)]
+    assert rebind.timings(spec, untraced, "t") == [("log untraced", 120.5)]
+
+
+def test_an_untraced_step_is_refused_where_tracing_times():
+    step, = console.parse(console_of([
+        ("phase=rebind strategy=auto align= iter=1", [LINE], [])])).steps
+    spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
+    with pytest.raises(ZdinitError, match="was not traced"):
+        rebind.timings(spec, step, "t")
+
+
+def test_a_traced_call_of_other_pages_than_the_line_is_refused():
+    step, = console.parse(console_of([(
+        "phase=rebind strategy=auto align= iter=1", [LINE],
+        [event("memmap_init_zone_device", 1_000_000, args=" nr_pages=1"),
+         event("memmap_init_zone_device", 1_121_000, ret=True)])])).steps
+    spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
+    with pytest.raises(ZdinitError, match="1 pages, the kernel's line 262144"):
+        rebind.timings(spec, step, "t")
+
+
+def test_onlining_metrics_from_the_trace():
+    step, = console.parse(console_of([(
+        "phase=online strategy=default zone=movable mom=N iter=1", [],
+        online_lines(5000) + online_lines(7000))])).steps
+    step.wall = {"us": 5000}
+    metrics = onlining.step_metrics(step, "trace")
+    assert metrics["online_pages"] == 2.32
+    assert metrics["memmap_init_range"] == 0.596
+    assert metrics["going_online"] == 0.02
+    assert "set_zone_contiguous" not in metrics
+    # The kernel's lines are not read where the trace times.
+    assert "log online_pages" not in metrics
+
+
+def fake_kernel(tmp_path, config, symbols):
+    (tmp_path / ".config").write_text(config)
+    (tmp_path / "System.map").write_text("".join(
+        f"ffffffff81000000 T {name}\n" for name in symbols))
+    return types.SimpleNamespace(variant="patched", base=bases.get("7.3"),
+                                 out=tmp_path)
+
+
+TRACEABLE = "CONFIG_KPROBES=y\nCONFIG_KPROBE_EVENTS=y\n"
+
+
+def test_a_kernel_without_kprobe_events_is_refused_naming_it(tmp_path):
+    kernel = fake_kernel(tmp_path, "CONFIG_KPROBES=y\n",
+                         trace.PROBES["rebind"])
+    why = tracing.problem(kernel, "rebind")
+    assert why.startswith("kernel '7.3/patched' has no CONFIG_KPROBE_EVENTS=y")
+    assert "\n" not in why
+
+
+def test_a_kernel_without_a_probed_function_is_refused(tmp_path):
+    kernel = fake_kernel(tmp_path, TRACEABLE, ["online_pages"])
+    assert "no function move_pfn_range_to_zone" in \
+        tracing.problem(kernel, "onlining")
+    assert tracing.problem(fake_kernel(tmp_path, TRACEABLE, [
+        f for funcs in trace.PROBES.values() for f in funcs]),
+        "onlining") is None
+
+
+def test_the_run_loop_refuses_an_untraceable_kernel_before_booting(tmp_path):
+    kernel = fake_kernel(tmp_path, "# CONFIG_KPROBES is not set\n", [])
+    target = types.SimpleNamespace(kernel=kernel)
+    spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
+    with pytest.raises(ZdinitError, match="kernel '7.3/patched' has no"):
+        loop.check_tracing([(rebind.REBIND, spec)], [target])
+    # Its log lines need no probe.
+    loop.check_tracing([(rebind.REBIND, dataclasses.replace(
+        spec, timing="log"))], [target])
+
+
+def test_the_guest_gets_every_probe():
+    lines = trace.probes_file().splitlines()
+    assert "rebind memmap_init_zone_device required nr_pages=$arg3:u64" in lines
+    assert "onlining set_zone_contiguous optional" in lines
+    assert len(lines) == sum(map(len, trace.PROBES.values())) + \
+        sum(map(len, trace.OPTIONAL.values()))
