@@ -28,7 +28,7 @@ kmsg() {
 	log=$(dmesg -c)
 	[ -n "$log" ] || return 0
 	echo "$log" | sed 's/^/@@kmsg /'
-	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device initialised .* in [0-9]*us, \([a-z]*\),.*/\1/p' | tail -n 1)
+	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device initialised .* in [0-9]*[mu]s, \([a-z]*\),.*/\1/p' | tail -n 1)
 	[ -n "$used" ] && USED=$used
 	return 0
 }

@@ -29,8 +29,11 @@ trace_arm() {
 		echo "r:zdinit/${func}__return $func" >> $TRACEFS/kprobe_events ||
 			fail "kernel $(uname -r) cannot probe the return of $func"
 	done < /zdinit/probes
-	# Per CPU: room for every event of a step (two a memory block).
+	# Per CPU: room for every event of a step (a few dozen a memory block).
 	echo 4096 > $TRACEFS/buffer_size_kb || fail "trace buffer size"
+	# ktime's clock, which every CPU shares: a task's entry and return may
+	# be stamped on two CPUs.
+	echo mono > $TRACEFS/trace_clock || fail "trace clock mono"
 	TRACE_ARMED=yes
 	trace_round 1
 }

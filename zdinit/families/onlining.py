@@ -330,9 +330,17 @@ class Onlining(rebind.Rebind):
                  breakdown(runs, table))]
 
     def notes(self, results):
+        timing = rebind.timings_of(self.runs_of(results))
+        how = {"trace": "kprobe events on the entry and return of "
+                        "online_pages() and the functions it calls, every "
+                        "kernel alike",
+               "ab": "kprobe events in every other round, the series' "
+                     "onlining timing lines throughout (metrics 'log ...'; "
+                     "variants 'traced' and 'untraced')"}
         return ["kmem and virtio-mem rows: ms to change the state of every "
                 "added memory block, the kernel's own sums over the blocks "
-                "(the series' onlining timing, patched kernels only) and "
+                "(" + how.get(timing, "the series' onlining timing, patched "
+                              "kernels only") + ") and "
                 "the guest's wall time; medians over N offline/online "
                 "cycles, interleaved across boots and kernels.  The "
                 "breakdown: medians over N cycles of onlining every added "

@@ -287,6 +287,13 @@ def icount_note(results):
             "measures hardware."]
 
 
+def timings_of(runs):
+    """How a run's records were timed (scenarios.TIMINGS): "log" for those
+    recorded before the harness could trace."""
+    found = {r.get("timing", "log") for r in runs}
+    return found.pop() if len(found) == 1 else "log"
+
+
 def tcg_note(results):
     """The caveat of memmap times measured under TCG, or nothing."""
     if results["env"]["accel"] != "tcg":
@@ -371,13 +378,25 @@ class Rebind:
         return [("", table(runs, HEADER, rows))]
 
     def notes(self, results):
+        how = {"trace": "from a kprobe event on its entry and one on its "
+                        "return, microseconds on the trace clock, the same "
+                        "way in every kernel",
+               "ab": "two ways in one boot: the kernel's own line (pr_debug) "
+                     "in every round, kprobe events on its entry and "
+                     "return in every other round (metric 'trace'); "
+                     "'log traced' and 'log untraced' are the line in the "
+                     "rounds with and without the probes"}
         first = ICOUNT_HEADER[4] if counted(results["runs"]) else HEADER[4]
-        notes = ["Times are memmap_init_zone_device()'s own (pr_debug), per "
+        timing = timings_of(self.runs_of(results))
+        notes = ["Times are memmap_init_zone_device()'s own, "
+                 + how.get(timing, "(pr_debug)") + ", per "
                  "rebind; medians over N rebinds, interleaved across boots "
                  "and strategies, with p10-p90, min and max beside them.  "
                  f"{first} is the first bind after boot, not in the median.  "
-                 "Stock kernels time in whole jiffies: a time under one "
-                 "jiffy reads 0 and gets no ratio.  Ratios are of medians, "
+                 + ("" if timing == "trace" else
+                    "Stock kernels time in whole jiffies: a time under one "
+                    "jiffy reads 0 and gets no ratio.  ")
+                 + "Ratios are of medians, "
                  "with a 95% bootstrap interval (zero-width where N is 1)."]
         if any(r.get("vs_upstream") for r in results["runs"]):
             notes.append(
