@@ -11,6 +11,7 @@
 # 0 none.
 
 TRACEFS=/sys/kernel/tracing
+PROBES=/zdinit/probes
 TRACE=$(param trace 0)
 TRACE_ARMED=no
 TRACE_LABEL=
@@ -28,7 +29,7 @@ trace_arm() {
 		fi
 		echo "r:zdinit/${func}__return $func" >> $TRACEFS/kprobe_events ||
 			fail "kernel $(uname -r) cannot probe the return of $func"
-	done < /zdinit/probes
+	done < $PROBES
 	# Per CPU: room for every event of a step (a few dozen a memory block).
 	echo 4096 > $TRACEFS/buffer_size_kb || fail "trace buffer size"
 	# ktime's clock, which every CPU shares: a task's entry and return may
