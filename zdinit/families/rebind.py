@@ -256,7 +256,9 @@ def plot(runs, path):
     for ax, (scenario, align) in zip(axes[0], panels):
         mine = [r for r in runs if r["scenario"] == scenario
                 and (r.get("align") or "") == align]
-        labels = [f"{r['kernel']}\n{r['strategy']}" for r in mine]
+        labels = [f"{r['kernel']}\n{r['strategy']}"
+                  + (f"\n{r['metric']}" if r.get("metric") else "")
+                  for r in mine]
         ax.boxplot([r["samples_ms"] for r in mine], showfliers=True)
         ax.set_xticks(range(1, len(mine) + 1), labels, fontsize=7)
         ax.set_title(f"{scenario} {align}".strip(), fontsize=9)
