@@ -10,7 +10,7 @@ import collections
 import dataclasses
 import os
 
-from zdinit.families import rebind
+from zdinit.families import rebind, tracing_cost
 from zdinit.kernel import build
 from zdinit.units import PAGE
 from zdinit.vm import console, trace
@@ -327,7 +327,8 @@ class Onlining(rebind.Rebind):
         shown = [r for r in runs if r["metric"] in TABLE_METRICS]
         return [("", table(shown, rebind.HEADER, rebind.rows)),
                 ("onlining, median ms (share of the online wall time)",
-                 breakdown(runs, table))]
+                 breakdown(runs, table)),
+                ("tracing's cost", tracing_cost.table(runs, table))]
 
     def notes(self, results):
         timing = rebind.timings_of(self.runs_of(results))
@@ -354,6 +355,7 @@ class Onlining(rebind.Rebind):
                 "mem_online are online_pages' later parts; the rest is "
                 "sysfs, locking and memory_block_online() around them.  "
                 "Medians of parts need not add up to the median whole."] \
+            + ([tracing_cost.NOTE] if timing == "ab" else []) \
             + rebind.tcg_note(results)
 
 

@@ -2,7 +2,7 @@
 (guest/rebind.sh), memmap_init_zone_device()'s own time per rebind.
 Its boot parameters, checks, records, table and plot; the onlining
 family (onlining.py) builds on them."""
-from zdinit.families import scenarios
+from zdinit.families import scenarios, tracing_cost
 from zdinit.families.protocol import BootPlan
 from zdinit.kernel import build
 from zdinit.results import report, stats
@@ -377,7 +377,8 @@ class Rebind:
     def tables(self, runs, table):
         if counted(runs):
             return [("", table(runs, ICOUNT_HEADER, icount_rows))]
-        return [("", table(runs, HEADER, rows))]
+        return [("", table(runs, HEADER, rows)),
+                ("tracing's cost", tracing_cost.table(runs, table))]
 
     def notes(self, results):
         how = {"trace": "from a kprobe event on its entry and one on its "
@@ -414,6 +415,8 @@ class Rebind:
                 "memmap initialization\" (a template copied with streaming "
                 "stores into every range, on one thread), run by this "
                 "kernel's own code.")
+        if timing == "ab":
+            notes.append(tracing_cost.NOTE)
         return notes + tcg_note(results) + icount_note(results)
 
     def plot(self, runs, path):
