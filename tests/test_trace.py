@@ -201,15 +201,23 @@ def test_a_kernel_without_a_probed_function_is_refused(tmp_path):
         "onlining") is None
 
 
-def test_the_run_loop_refuses_an_untraceable_kernel_before_booting(tmp_path):
+def test_the_run_loop_refuses_an_untraceable_kernel_before_booting(
+        tmp_path, monkeypatch):
     kernel = fake_kernel(tmp_path, "# CONFIG_KPROBES is not set\n", [])
     target = types.SimpleNamespace(kernel=kernel)
     spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
-    with pytest.raises(ZdinitError, match="kernel '7.3/patched' has no"):
-        loop.check_tracing([(rebind.REBIND, spec)], [target])
+
+    def started(*args, **kwargs):
+        raise AssertionError("the run went on to its boots")
+    monkeypatch.setattr(loop, "environment", started)
+    with pytest.raises(ZdinitError, match="^kernel '7.3/patched' has no "
+                       "CONFIG_KPROBES=y, CONFIG_KPROBE_EVENTS=y in"):
+        loop.measure([(rebind.REBIND, spec)], [target], 1, "tcg", "",
+                     "bench", started=0)
     # Its log lines need no probe.
-    loop.check_tracing([(rebind.REBIND, dataclasses.replace(
-        spec, timing="log"))], [target])
+    with pytest.raises(AssertionError, match="went on to its boots"):
+        loop.measure([(rebind.REBIND, dataclasses.replace(
+            spec, timing="log"))], [target], 1, "tcg", "", "bench", started=0)
 
 
 def test_the_guest_gets_every_probe():
