@@ -149,16 +149,6 @@ def test_an_untraced_step_is_refused_where_tracing_times():
         rebind.timings(spec, step, "t")
 
 
-def test_a_traced_call_of_other_pages_than_the_line_is_refused():
-    step, = console.parse(console_of([(
-        "phase=rebind strategy=auto align= iter=1", [LINE],
-        [event("memmap_init_zone_device", 1_000_000, args=" nr_pages=1"),
-         event("memmap_init_zone_device", 1_121_000, ret=True)])])).steps
-    spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
-    with pytest.raises(ZdinitError, match="1 pages, the kernel's line 262144"):
-        rebind.timings(spec, step, "t")
-
-
 def test_onlining_metrics_from_the_trace():
     step, = console.parse(console_of([(
         "phase=online strategy=default zone=movable mom=N iter=1", [],
