@@ -1,15 +1,18 @@
 """Timing by kprobe events: the trace lines of a step paired into calls
 (zdinit/vm/trace.py), what the families make of them, and the check
 before any boot that a kernel can be traced (zdinit/kernel/tracing.py)."""
+import contextlib
 import dataclasses
 import types
 
 import pytest
 
+from zdinit import cache, cli, deps
 from zdinit.errors import ZdinitError
-from zdinit.families import loop, onlining, rebind, scenarios, tracing_cost
-from zdinit.kernel import bases, tracing
-from zdinit.vm import console, trace
+from zdinit.families import (loop, onlining, rebind, scenarios, summary,
+                             tracing_cost)
+from zdinit.kernel import bases, tracing, under_test
+from zdinit.vm import console, qemu, trace
 
 
 def event(func, at, pid=93, ret=False, args="", caller="devm_memremap_pages"):
@@ -219,11 +222,11 @@ def test_the_guest_gets_every_probe():
 
 
 def ab_console(rounds):
-    """A rebind boot with zdinit.trace=ab: rounds alternate on and off;
+    """A rebind boot with zdinit.trace=ab: rounds go on, off, off, on;
     the line says 120.5 ms, the trace 121 ms on, the line 118 ms off."""
     steps = []
     for i in range(1, rounds + 1):
-        on = i % 2
+        on = i % 4 < 2
         line = LINE if on else LINE.replace("120500us", "118000us")
         events = [header(2, 2),
                   event("memmap_init_zone_device", 1_000_000 * i,
@@ -312,3 +315,28 @@ def test_an_onlining_ab_run_is_checked_and_reports_the_cost():
     broken = onlining_ab_console().replace("@@trace ", "@@zdinit x ", 16)
     with pytest.raises(ZdinitError, match="was not traced"):
         onlining.check_run(spec, console.parse(broken), "kmem", timed=True)
+
+
+@pytest.mark.parametrize("timing", ["trace", "log", "ab"])
+def test_bench_hands_its_timing_to_the_run(monkeypatch, timing):
+    """--timing reaches every scenario's spec, which the guest's
+    zdinit.trace parameter is made from."""
+    specs = []
+
+    def measure(plan, *args, **kwargs):
+        specs.extend(spec for _, spec in plan)
+        return "results/none", {"runs": []}
+    monkeypatch.setattr(loop, "measure", measure)
+    monkeypatch.setattr(loop, "check_resources", lambda *a, **k: None)
+    monkeypatch.setattr(cache, "lock", lambda *a: contextlib.nullcontext())
+    monkeypatch.setattr(deps, "ensure_packages", lambda *a, **k: None)
+    monkeypatch.setattr(under_test, "build", lambda *a, **k:
+                        types.SimpleNamespace(kernel=None, initrd=None))
+    monkeypatch.setattr(qemu, "choose_accel", lambda *a, **k: ("tcg", "test"))
+    monkeypatch.setattr(summary, "text_report", lambda results: "")
+    assert cli.main(["bench", "--scenarios", "fsdax-dev,kmem", "--size",
+                     "4G", "--n", "2", "--timing", timing]) == 0
+    assert [s.timing for s in specs] == [timing, timing]
+    assert rebind.boot_params(specs[0], types.SimpleNamespace(
+        strategies=["auto"]), 2, False, [""])["trace"] == \
+        rebind.TRACE_PARAM[timing]

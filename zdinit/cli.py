@@ -27,8 +27,8 @@ from zdinit.errors import UsageError, ZdinitError
 # Each unpatched kernel is called stock; build.FORMER_NAMES are its
 # first names ("base"), accepted too.
 KERNELS = ("stock", "patched")
-# hotplug-stock: stock plus the contiguity count and the hotplug timing
-# patch, for kmem and virtio-mem.
+# hotplug-stock: stock plus the contiguity count, for kmem and
+# virtio-mem.
 HOTPLUG_KERNELS = ("hotplug-stock",)
 # Stock, upstream's 7.4 method and stock with onlining patches: no
 # strategy knob, they run with the kernel's own code alone.
@@ -331,7 +331,7 @@ def validate_bench(args):
     check_rounds(args.rounds)
     check_strategies(args.strategies, args.kernels)
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align,
-                           args.timing)
+                           timing=args.timing)
     check_align(args.align, specs)
     if args.contiguity:
         other_kernels = [k for k in args.kernels if k not in HOTPLUG_KERNELS]

@@ -28,9 +28,9 @@ def check_resources(plan, variants):
 def check_tracing(plan, targets):
     """Before any boot: every kernel that a family boots to time it by
     kprobe events can be (kernel/tracing.py), or one line naming it."""
-    for family, spec in plan:
-        if family.name in trace.PROBES and spec.timing != "log":
-            for target in targets:
+    for target in targets:
+        for family, spec in plan:
+            if family.name in trace.PROBES and spec.timing != "log":
                 tracing.require(target.kernel, family.name)
 
 

@@ -335,8 +335,8 @@ class Onlining(rebind.Rebind):
         how = {"trace": "kprobe events on the entry and return of "
                         "online_pages() and the functions it calls, every "
                         "kernel alike",
-               "ab": "kprobe events in every other round, the series' "
-                     "onlining timing lines throughout (metrics 'log ...'; "
+               "ab": "kprobe events in half the rounds (on, off, off, "
+                     "on), the series' onlining timing lines throughout (metrics 'log ...'; "
                      "variants 'traced' and 'untraced')"}
         return ["kmem and virtio-mem rows: ms to change the state of every "
                 "added memory block, the kernel's own sums over the blocks "

@@ -383,7 +383,8 @@ class Rebind:
                         "way in every kernel",
                "ab": "two ways in one boot: the kernel's own line (pr_debug) "
                      "in every round, kprobe events on its entry and "
-                     "return in every other round (metric 'trace'); "
+                     "return in half the rounds, on, off, off, on (metric "
+                     "'trace'); "
                      "'log traced' and 'log untraced' are the line in the "
                      "rounds with and without the probes"}
         first = ICOUNT_HEADER[4] if counted(results["runs"]) else HEADER[4]

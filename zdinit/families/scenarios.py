@@ -113,12 +113,12 @@ DEFAULT_BENCH = tuple(name for name, sc in SCENARIOS.items()
 # kprobe events on the functions timed, the same in every kernel
 # (zdinit/vm/trace.py); "log", the kernel's own log lines (stock's in
 # jiffies, the kit's timing patches in microseconds); "ab", both in one
-# boot, the probes armed in every other round, to measure what tracing
-# costs beside the log lines.
+# boot, the probes armed in half the rounds in the order on, off, off, on
+# (guest/trace.sh), to measure what tracing costs beside the log lines.
 TIMINGS = {"trace": "kprobe events on the functions timed, in every kernel",
            "log": "the kernel's own log lines: stock's in whole jiffies, "
                   "the kit's timing patches' in microseconds",
-           "ab": "both in one boot, the probes armed in every other round, "
+           "ab": "both in one boot, the probes armed in half the rounds, "
                  "the log lines throughout: what tracing costs"}
 DEFAULT_TIMING = "trace"
 
