@@ -317,10 +317,13 @@ def test_an_onlining_ab_run_is_checked_and_reports_the_cost():
         onlining.check_run(spec, console.parse(broken), "kmem", timed=True)
 
 
-@pytest.mark.parametrize("timing", ["trace", "log", "ab"])
-def test_bench_hands_its_timing_to_the_run(monkeypatch, timing):
+@pytest.mark.parametrize("timing, wanted", [
+    ("trace", ["trace", "trace"]), ("log", ["log", "log"]),
+    ("ab", ["ab", "ab"]), (None, ["trace", "log"])])
+def test_bench_hands_its_timing_to_the_run(monkeypatch, timing, wanted):
     """--timing reaches every scenario's spec, which the guest's
-    zdinit.trace parameter is made from."""
+    zdinit.trace parameter is made from; without it a rebind is traced
+    and onlining read from the kernel's lines."""
     specs = []
 
     def measure(plan, *args, **kwargs):
@@ -335,8 +338,9 @@ def test_bench_hands_its_timing_to_the_run(monkeypatch, timing):
     monkeypatch.setattr(qemu, "choose_accel", lambda *a, **k: ("tcg", "test"))
     monkeypatch.setattr(summary, "text_report", lambda results: "")
     assert cli.main(["bench", "--scenarios", "fsdax-dev,kmem", "--size",
-                     "4G", "--n", "2", "--timing", timing]) == 0
-    assert [s.timing for s in specs] == [timing, timing]
+                     "4G", "--n", "2"]
+                    + (["--timing", timing] if timing else [])) == 0
+    assert [s.timing for s in specs] == wanted
     assert rebind.boot_params(specs[0], types.SimpleNamespace(
         strategies=["auto"]), 2, False, [""])["trace"] == \
-        rebind.TRACE_PARAM[timing]
+        rebind.TRACE_PARAM[wanted[0]]

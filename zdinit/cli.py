@@ -764,12 +764,13 @@ def parser():
     r.add_argument("--rounds", type=int, default=2,
                    help="boots per kernel, alternating kernels, "
                    f"1..{MAX_ROUNDS} (default 2)")
-    r.add_argument("--timing", default=scenarios.DEFAULT_TIMING,
-                   choices=tuple(scenarios.TIMINGS),
+    r.add_argument("--timing", choices=tuple(scenarios.TIMINGS),
                    help="how the kernel is timed: " + "; ".join(
                        f"{name}: {what}" for name, what in
                        scenarios.TIMINGS.items())
-                   + f" (default {scenarios.DEFAULT_TIMING})")
+                   + " (default: " + ", ".join(
+                       f"{family} {timing}" for family, timing in
+                       scenarios.FAMILY_TIMING.items()) + ")")
     r.add_argument("--verify", action="store_true",
                    help="compare every memmap with the slow path (patched)")
     r.add_argument("--icount", action="store_true",

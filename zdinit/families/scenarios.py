@@ -120,7 +120,12 @@ TIMINGS = {"trace": "kprobe events on the functions timed, in every kernel",
                   "the kit's timing patches' in microseconds",
            "ab": "both in one boot, the probes armed in half the rounds, "
                  "the log lines throughout: what tracing costs"}
-DEFAULT_TIMING = "trace"
+# Each family's timing unless --timing says otherwise.  A rebind has two
+# probe hits, which cost nothing measurable; onlining has a dozen for
+# every memory block, which slowed online_pages() by a tenth
+# (docs/measurements.md, "Timing by tracing"), so it keeps the kit's
+# lines, which hotplug-stock carries too.
+FAMILY_TIMING = {"rebind": "trace", "onlining": "log"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +134,7 @@ class RunSpec:
     size: int
     n: int
     aligns: tuple
-    timing: str = DEFAULT_TIMING
+    timing: str = "trace"
 
     def memmap_ram_bytes(self):
         """Guest RAM the memmap needs (0 when it lives in the device)."""
@@ -191,10 +196,11 @@ def parse_size(text):
 
 
 def plan(names, size=None, n=None, aligns=None, aligns_given=True,
-         timing=DEFAULT_TIMING):
+         timing=None):
     """Validate options and return one RunSpec per scenario; aligns_given:
-    whether aligns are the user's (--align) or the caller's own."""
-    if timing not in TIMINGS:
+    whether aligns are the user's (--align) or the caller's own; timing
+    None: each family's own (FAMILY_TIMING)."""
+    if timing is not None and timing not in TIMINGS:
         raise UsageError(f"unknown timing '{timing}'; choose from "
                          + ", ".join(TIMINGS))
     specs = []
@@ -230,7 +236,8 @@ def plan(names, size=None, n=None, aligns=None, aligns_given=True,
                 raise UsageError(
                     f"{given} must be a multiple of {a} and at least "
                     f"{size_text(2 * ALIGNS[a])} for {why}")
-        specs.append(RunSpec(sc, sz, count, al, timing))
+        specs.append(RunSpec(sc, sz, count, al,
+                             timing or FAMILY_TIMING[sc.family]))
     return specs
 
 

@@ -39,11 +39,11 @@ class Variant:
                 and (not self.only or patch_subject in self.only))
 
 
-# Patches named by more than one variant or module.  The kit's onlining
-# timing lines, read where a kernel has them (--timing log or ab).
+# Patches named by more than one variant or module.
 TIMING = "mm-memory_hotplug-time-the-parts-of-online_pages-wit"
 # How the series decides a zone's contiguity when onlining: it counts the
-# pages, the approach upstream queued for 7.4.
+# pages, the approach upstream queued for 7.4; the timing patch applies on
+# top of it.
 CONTIGUITY_COUNT = "mm-memory_hotplug-decide-zone-contiguity-from-a-coun"
 # The debugfs check of zone->contiguous against the walk (not for
 # merging), which with_contiguity_check() adds to a hotplug kernel.
@@ -68,12 +68,12 @@ VARIANTS = {
     # other.  Not for merging.
     "patched-workqueue": Variant(("zdinit", "tracing", "series"), "zone-device", extra=(
         "patches/linux-{base}-workqueue-fan-out.patch",), only_on=("7.3",)),
-    # Onlining as stock does it on the contiguity count (upstream's 7.4
-    # method, the base the onlining templates build on), timed by kprobe
-    # events as every kernel is; the kit's onlining timing patch, which
-    # it carried for that before, is left to the kit.
+    # Onlining as stock does it, timed: the series' hotplug timing patch
+    # on the contiguity count (upstream's 7.4 method, the base the
+    # onlining templates build on).  Its lines time onlining by default,
+    # where kprobe events would cost (scenarios.FAMILY_TIMING).
     "hotplug-stock": Variant(("zdinit", "tracing"), "zone-device",
-                             only=(CONTIGUITY_COUNT,)),
+                             only=(CONTIGUITY_COUNT, TIMING)),
     # The series with the page_ref tracepoints, for the tracepoint guard.
     "trace": Variant(("zdinit", "trace", "series"), "zone-device"),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
