@@ -144,6 +144,22 @@ def test_ab_steps_are_labelled_and_timed_both_ways():
     assert rebind.timings(spec, untraced, "t") == [("log untraced", 120.5)]
 
 
+def test_a_step_with_the_probes_off_and_events_is_refused():
+    """A trace=off step whose buffer has events would put a traced time
+    on the untraced side: both families' checks refuse it."""
+    run = console.parse(console_of([
+        ("phase=rebind strategy=auto align= iter=2 trace=off", [LINE],
+         [header(2, 2),
+          event("memmap_init_zone_device", 1_000_000, args=" nr_pages=262144"),
+          event("memmap_init_zone_device", 1_121_000, ret=True)])]))
+    with pytest.raises(ZdinitError, match="probes off but has kprobe events"):
+        console.refuse_events_when_off(run, "t")
+    quiet = console.parse(console_of([
+        ("phase=rebind strategy=auto align= iter=2 trace=off", [LINE],
+         [header(0, 0)])]))
+    console.refuse_events_when_off(quiet, "t")
+
+
 def test_an_untraced_step_is_refused_where_tracing_times():
     step, = console.parse(console_of([
         ("phase=rebind strategy=auto align= iter=1", [LINE], [])])).steps
@@ -338,9 +354,24 @@ def test_bench_hands_its_timing_to_the_run(monkeypatch, timing, wanted):
     monkeypatch.setattr(qemu, "choose_accel", lambda *a, **k: ("tcg", "test"))
     monkeypatch.setattr(summary, "text_report", lambda results: "")
     assert cli.main(["bench", "--scenarios", "fsdax-dev,kmem", "--size",
-                     "4G", "--n", "2"]
+                     "4G", "--n", "8"]
                     + (["--timing", timing] if timing else [])) == 0
     assert [s.timing for s in specs] == wanted
     assert rebind.boot_params(specs[0], types.SimpleNamespace(
         strategies=["auto"]), 2, False, [""])["trace"] == \
         rebind.TRACE_PARAM[wanted[0]]
+
+
+@pytest.mark.parametrize("args, shares", [
+    (["--n", "1"], "1 a boot"), (["--n", "2", "--rounds", "2"], "1/1"),
+    (["--scenarios", "kmem"], "3/2"), (["--n", "12", "--rounds", "2"], "6/6")])
+def test_an_ab_run_without_as_many_rounds_on_as_off_is_refused(capsys, args,
+                                                               shares):
+    """Each boot arms the probes on, off, off, on: a share of rounds that
+    is not a multiple of four would weigh one side more, or leave it
+    empty; refused in one line before any build."""
+    with pytest.raises(SystemExit) as refused:
+        cli.main(["bench", "--timing", "ab", "--kernels", "patched"] + args)
+    assert refused.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and shares in err[0] and "multiple of 4" in err[0]

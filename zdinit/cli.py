@@ -263,6 +263,21 @@ def check_rounds(rounds):
                          f"not {rounds}")
 
 
+def check_ab(specs, rounds):
+    """--timing ab arms the probes in rounds 1, 4, 5, 8, ... of each boot
+    (guest/trace.sh): only a multiple of four rounds a boot has as many
+    with them as without."""
+    for spec in specs:
+        shares = loop.split_rounds(spec.n, rounds)
+        if spec.timing == "ab" and any(share % 4 for share in shares):
+            per_boot = "/".join(map(str, shares))
+            raise UsageError(
+                f"argument --timing ab: {spec.scenario.name}'s --n "
+                f"{spec.n} over --rounds {rounds} gives {per_boot} a boot; "
+                "each boot needs a multiple of 4 (probes on, off, off, on), "
+                f"e.g. --n {4 * len(shares)} --rounds {len(shares)}")
+
+
 def check_strategies(strategies, kernels):
     """--strategies with no kernel that has them would be dropped unseen."""
     if strategies and set(kernels) <= set(KERNELS_WITHOUT_STRATEGIES):
@@ -333,6 +348,7 @@ def validate_bench(args):
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align,
                            timing=args.timing)
     check_align(args.align, specs)
+    check_ab(specs, args.rounds)
     if args.contiguity:
         other_kernels = [k for k in args.kernels if k not in HOTPLUG_KERNELS]
         other_scenarios = [s.scenario.name for s in specs

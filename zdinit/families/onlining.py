@@ -145,6 +145,7 @@ def check_run(spec, run, label, timed, strategies=1, verify=False,
     contiguity None: no contiguity check; else whether the check must find
     the flag exact (see contiguity_problem)."""
     console.refuse_splats(run, label)
+    console.refuse_events_when_off(run, label)
     if contiguity is not None:
         problem = contiguity_problem(run, contiguity)
         if problem:

@@ -61,6 +61,7 @@ def check_run(spec, run, label, verify):
     """The guest did what the scenario says: geometry, counts, no splats;
     each step timed as spec.timing asks."""
     console.refuse_splats(run, label)
+    console.refuse_events_when_off(run, label)
     problem = run.verify_problem() if verify else None
     if problem:
         raise ZdinitError(f"{label}: {problem}")

@@ -118,13 +118,14 @@ DEFAULT_BENCH = tuple(name for name, sc in SCENARIOS.items()
 TIMINGS = {"trace": "kprobe events on the functions timed, in every kernel",
            "log": "the kernel's own log lines: stock's in whole jiffies, "
                   "the kit's timing patches' in microseconds",
-           "ab": "both in one boot, the probes armed in half the rounds, "
-                 "the log lines throughout: what tracing costs"}
+           "ab": "both in one boot, the probes armed in half the rebinds "
+                 "or onlining cycles of each boot, the log lines "
+                 "throughout: what tracing costs"}
 # Each family's timing unless --timing says otherwise.  A rebind has two
 # probe hits, which cost nothing measurable; onlining has a dozen for
-# every memory block, which slowed online_pages() by a tenth
-# (docs/measurements.md, "Timing by tracing"), so it keeps the kit's
-# lines, which hotplug-stock carries too.
+# every memory block, which made its short steps read two to three times
+# their length (docs/measurements.md, "Timing by tracing"), so it keeps
+# the kit's lines, which hotplug-stock carries too.
 FAMILY_TIMING = {"rebind": "trace", "onlining": "log"}
 
 

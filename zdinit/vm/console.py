@@ -311,6 +311,16 @@ def parse(console):
     return run
 
 
+def refuse_events_when_off(run, label):
+    """Raise if a step the guest says it ran without the probes
+    (trace=off, zdinit.trace=ab) has kprobe events: its time would be
+    counted on the untraced side."""
+    for step in run.steps:
+        if step.labels.get("trace") == "off" and trace.has_events(step.trace):
+            raise ZdinitError(f"{label}: step {step.labels} ran with the "
+                              "probes off but has kprobe events")
+
+
 def refuse_splats(run, label):
     """Raise if the kernel of run (any parsed console with .splats)
     reported a splat: no measurement or check stands on such a kernel."""

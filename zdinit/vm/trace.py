@@ -98,6 +98,11 @@ def _args(text):
             (word.split("=", 1) for word in text.split() if "=" in word)}
 
 
+def has_events(lines):
+    """Whether a step's trace lines hold any kprobe event."""
+    return any(EVENT.search(line) for line in lines)
+
+
 def calls(lines):
     """The top-level calls of a step's trace lines, in the order they
     started; TraceError where the buffer lost events or an entry and a
