@@ -264,18 +264,19 @@ def check_rounds(rounds):
 
 
 def check_ab(specs, rounds):
-    """--timing ab arms the probes in rounds 1, 4, 5, 8, ... of each boot
-    (guest/trace.sh): only a multiple of four rounds a boot has as many
-    with them as without."""
+    """--timing ab arms the probes in rounds 1, 4, 5, 8, 9, ... of each
+    boot (guest/trace.sh): only an even number of rounds a boot has as
+    many with them as without."""
     for spec in specs:
         shares = loop.split_rounds(spec.n, rounds)
-        if spec.timing == "ab" and any(share % 4 for share in shares):
+        if spec.timing == "ab" and any(share % 2 for share in shares):
             per_boot = "/".join(map(str, shares))
             raise UsageError(
                 f"argument --timing ab: {spec.scenario.name}'s --n "
                 f"{spec.n} over --rounds {rounds} gives {per_boot} a boot; "
-                "each boot needs a multiple of 4 (probes on, off, off, on), "
-                f"e.g. --n {4 * len(shares)} --rounds {len(shares)}")
+                "each boot needs an even number, as many with the probes "
+                "as without (on, off, off, on, ...), e.g. --n "
+                f"{4 * len(shares)} --rounds {len(shares)}")
 
 
 def check_strategies(strategies, kernels):
