@@ -482,6 +482,17 @@ def test_editing_a_number_from_a_run_fails(page, kind, marked, tmp_path):
         f"{page}: '{quantity.text}' edited and still accepted"
 
 
+def test_an_instruction_count_is_checked_against_its_icount_run(tmp_path):
+    """Minstr, the unit of a bench --icount table, reads the run's
+    numbers one for one: the page passes, one count changed fails."""
+    page = ROOT / "docs/measurements.md"
+    block = next(b for b in typed_numbers.blocks(page)
+                 if "182.93 Minstr" in b.text)
+    assert not typed_numbers.unbacked([page])
+    copy = edited(page, block, "182.93 Minstr", "181.93 Minstr", tmp_path)
+    assert typed_numbers.unbacked([copy])
+
+
 def test_editing_a_cited_commit_fails(tmp_path):
     page = ROOT / "docs" / "measurements.md"
     text = page.read_text()

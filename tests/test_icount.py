@@ -133,3 +133,17 @@ def test_bench_icount_refuses_what_it_cannot_count(tmp_path, args, env,
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert results_entries() == before
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_kernel_that_counts_no_struct_pages_is_divided_by_the_geometry():
+    """stock and upstream print no count of struct pages written: their
+    instructions per struct page divide by the scenario's geometry, the
+    count the series' kernel reports for the same range, not by pfns."""
+    devdax_mem = dict(RECORD, scenario="devdax-mem", align="2M",
+                      pages=4194304, median_ms=49.49)
+    reported = dict(devdax_mem, struct_pages_written=1048576)
+    silent = dict(devdax_mem, struct_pages_written=None)
+    assert rebind.per_struct_page(silent) == \
+        rebind.per_struct_page(reported) == "47.2"
+    fsdax = dict(RECORD, median_ms=10.0, struct_pages_written=None)
+    assert rebind.per_struct_page(fsdax) == "38.1"

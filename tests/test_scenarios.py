@@ -55,10 +55,10 @@ def test_guest_ram_grows_with_a_memmap_in_ram():
 
 def test_vmemmap_reuse_in_expected_written():
     spec = scenarios.plan(["devdax-mem"], size="4G")[0]
-    assert scenarios.expected_written(spec, 1048576, "2M") == 262144
-    assert scenarios.expected_written(spec, 1048576, "1G") == 512
+    assert scenarios.expected_written(spec.scenario, 1048576, "2M") == 262144
+    assert scenarios.expected_written(spec.scenario, 1048576, "1G") == 512
     dev = scenarios.plan(["devdax-dev"], size="4G")[0]
-    assert scenarios.expected_written(dev, 1031680, "2M") == 1031680
+    assert scenarios.expected_written(dev.scenario, 1031680, "2M") == 1031680
 
 
 def test_auto_keeps_the_template_with_vmemmap_tail_reuse():
@@ -69,7 +69,7 @@ def test_auto_keeps_the_template_with_vmemmap_tail_reuse():
     l3 = 16 << 20
     spec = scenarios.plan(["devdax-mem"], size="4G")[0]
     for align in ("2M", "1G"):
-        written = scenarios.expected_written(spec, 1048576, align)
+        written = scenarios.expected_written(spec.scenario, 1048576, align)
         assert scenarios.auto_strategy(written, l3, pages=1048576) == \
             "template"
     assert scenarios.auto_strategy(262144, l3, pages=262144) == "stream"

@@ -49,6 +49,9 @@ UNITS = {
     "h": ("time", 3600), "hours": ("time", 3600), "hour": ("time", 3600),
     "x": ("ratio", 1), "GB/s": ("rate", 1), "%": ("percent", 1),
     "per cent": ("percent", 1), "million": ("count", 1e6),
+    # Millions of instructions: a bench --icount record keeps them where
+    # a timed one keeps milliseconds, one for one (docs/venues.md).
+    "Minstr": ("count", 1),
     "passed": ("count", 1), "failed": ("count", 1), "skipped": ("count", 1),
     "object files": ("count", 1), "rows": ("count", 1),
     "KB": ("size", 1e3), "KiB": ("size", 2 ** 10), "MB": ("size", 1e6),

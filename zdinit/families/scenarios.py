@@ -256,9 +256,9 @@ def expected_pages(spec, run, align):
     return int(run.region["size"]) // PAGE
 
 
-def expected_written(spec, pages, align):
+def expected_written(scenario, pages, align):
     """struct pages written: fewer than pfns only with vmemmap tail reuse."""
-    if spec.scenario.mode == "devdax" and spec.scenario.map == "mem" \
+    if scenario.mode == "devdax" and scenario.map == "mem" \
             and ALIGNS[align] >= 2 * MiB:
         return pages // (ALIGNS[align] // PAGE) * REUSE_PAGES
     return pages
