@@ -408,7 +408,7 @@ class Rebind:
                 "speedup vs upstream: the kernel upstream's median over the "
                 "row's, in the same scenario: 7.3 with the ZONE_DEVICE "
                 "template and zone contiguity series as upstream queued "
-                "them for 7.4, timed by its own code.")
+                "them for 7.4, run by its own code.")
         if any(r.get("vs_seed") for r in results["runs"]):
             notes.append(
                 "vs stream@1 in-kernel: the row's median against the same "
