@@ -28,7 +28,8 @@ def boot_params(spec, target, n, verify, aligns):
 def traced_ms(step, label):
     """memmap_init_zone_device()'s one traced time in a step.  (Its
     nr_pages argument counts the altmap's own pages, which the kernel's
-    line leaves out: the line's count is the one checked.)"""
+    line leaves out: the line's count is the one checked, in
+    check_run.)"""
     try:
         calls = step.traced_memmap()
     except trace.TraceError as err:
@@ -36,7 +37,7 @@ def traced_ms(step, label):
     if len(calls) != 1:
         raise ZdinitError(f"{label}: step {step.labels}: {len(calls)} "
                           f"{trace.MEMMAP} calls traced, not 1")
-    return calls[0][1]
+    return calls[0]
 
 
 def timings(spec, step, label):

@@ -135,7 +135,7 @@ class RunSpec:
     size: int
     n: int
     aligns: tuple
-    timing: str = "trace"
+    timing: str                 # one of TIMINGS, from plan()
 
     def memmap_ram_bytes(self):
         """Guest RAM the memmap needs (0 when it lives in the device)."""

@@ -89,9 +89,8 @@ class Step:
         return trace.calls(self.trace)
 
     def traced_memmap(self):
-        """memmap_init_zone_device()'s traced calls: (pages, ms) each."""
-        return [(c.args.get("nr_pages"), c.us / 1000.0)
-                for c in trace.find(self.calls, trace.MEMMAP)]
+        """memmap_init_zone_device()'s traced calls: ms each."""
+        return [c.us / 1000.0 for c in trace.find(self.calls, trace.MEMMAP)]
 
     def traced_moves(self):
         """Every traced move_pfn_range_to_zone() as a MoveTiming: the
