@@ -21,14 +21,14 @@ KNOBS=/sys/kernel/debug/zone_device_memmap
 
 emit() { echo "@@zdinit $*"; }
 
-# Forward the kernel log to the host; remember the strategy the last
-# memmap_init_zone_device() line names (stock 6.12 names none).
+# Forward the kernel log to the host; remember the strategy the kit's
+# last memmap_init_zone_device() report names (stock kernels print none).
 USED=none
 kmsg() {
 	log=$(dmesg -c)
 	[ -n "$log" ] || return 0
 	echo "$log" | sed 's/^/@@kmsg /'
-	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device initialised .* in [0-9]*[mu]s, \([a-z]*\),.*/\1/p' | tail -n 1)
+	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device built [0-9]* pages: \([a-z]*\),.*/\1/p' | tail -n 1)
 	[ -n "$used" ] && USED=$used
 	return 0
 }

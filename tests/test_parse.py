@@ -62,6 +62,37 @@ def test_a_kit_kernel_s_step_keeps_the_kit_s_line():
     assert [(m.ms, m.strategy) for m in stock_step.memmap] == [(8.0, None)]
 
 
+
+def test_the_kit_s_report_names_how_the_kernel_s_line_s_range_was_built():
+    """The kit reports after the series' own line, with no time of its
+    own: the step keeps the kernel's jiffies and the report's strategy,
+    struct pages written and threads, one range each."""
+    own = ("@@kmsg [ 2.0] memmap_init_zone_device initialised 32768 pages "
+           "in 8ms")
+    report = ("@@kmsg [ 2.0] memmap_init_zone_device built 32768 pages: "
+              "template, 512 struct pages written, {}")
+    run = console.parse("\n".join([
+        "@@zdinit begin phase=rebind", own, report.format("1 thread"),
+        own, report.format("2 threads"), "@@zdinit done phase=rebind"]))
+    (step,) = run.steps
+    assert [(m.ms, m.strategy, m.written, m.threads) for m in step.memmap] \
+        == [(8.0, "template", 512, 1), (8.0, "template", 512, 2)]
+
+
+@pytest.mark.parametrize("before", [
+    [],
+    ["@@kmsg memmap_init_zone_device initialised 65536 pages in 8ms"],
+    ["@@kmsg memmap_init_zone_device initialised 32768 pages in 8ms",
+     "@@kmsg memmap_init_zone_device built 32768 pages: template, "
+     "512 struct pages written, 1 thread"],
+], ids=["no-line", "other-range", "line-already-reported"])
+def test_a_report_that_follows_no_line_of_its_range_is_refused(before):
+    report = ("@@kmsg memmap_init_zone_device built 32768 pages: template, "
+              "512 struct pages written, 1 thread")
+    with pytest.raises(ZdinitError, match="follows no memmap_init_zone"):
+        console.parse("\n".join(["@@zdinit begin phase=rebind", *before,
+                                  report, "@@zdinit done phase=rebind"]))
+
 def test_base_fsdax_dev_log():
     run = load("fsdax-dev-base.log")
     assert run.rc == 0 and not run.splats

@@ -8,7 +8,7 @@ directory of patches, `numbers` (SIDECAR), which regeneration leaves
 alone:
 
     # comments and blank lines are ignored
-    0002-mm-build-the-memmap-of-a-large-ZONE_DEVICE-range-on-.patch:
+    0004-mm-build-the-memmap-of-a-large-ZONE_DEVICE-range-on-.patch:
         bench-100g-padata-7.3 lab-xeon-emr-16cpu/README.md
         1131.7 ms: bench-100g-padata-series-7.3
         1.9x = 22.61 / 12.01

@@ -400,8 +400,8 @@ class Rebind:
                  "and strategies, with p10-p90, min and max beside them.  "
                  f"{first} is the first bind after boot, not in the median.  "
                  + ("" if timing == "trace" else
-                    "Stock kernels time in whole jiffies: a time under one "
-                    "jiffy reads 0 and gets no ratio.  ")
+                    "The kernel's own line times in whole jiffies: a time "
+                    "under one jiffy reads 0 and gets no ratio.  ")
                  + "Ratios are of medians, "
                  "with a 95% bootstrap interval (zero-width where N is 1)."]
         if any(r.get("vs_upstream") for r in results["runs"]):

@@ -111,13 +111,15 @@ DEFAULT_BENCH = tuple(name for name, sc in SCENARIOS.items()
 
 # How the measured families time the kernel (RunSpec.timing): "trace",
 # kprobe events on the functions timed, the same in every kernel
-# (zdinit/vm/trace.py); "log", the kernel's own log lines (stock's in
-# jiffies, the kit's timing patches in microseconds); "ab", both in one
-# boot, the probes armed in half the rounds in the order on, off, off, on
-# (guest/trace.sh), to measure what tracing costs beside the log lines.
+# (zdinit/vm/trace.py); "log", the log lines (a rebind's from
+# memmap_init_zone_device() itself, in whole jiffies in every kernel;
+# onlining's from the kit's timing patch, in microseconds); "ab", both in
+# one boot, the probes armed in half the rounds in the order on, off, off,
+# on (guest/trace.sh), to measure what tracing costs beside the log lines.
 TIMINGS = {"trace": "kprobe events on the functions timed, in every kernel",
-           "log": "the kernel's own log lines: stock's in whole jiffies, "
-                  "the kit's timing patches' in microseconds",
+           "log": "log lines: a rebind's the kernel's own, in whole "
+                  "jiffies; onlining's the kit's timing patch's, in "
+                  "microseconds",
            "ab": "both in one boot, the probes armed in half the rebinds "
                  "or onlining cycles of each boot, the log lines "
                  "throughout: what tracing costs"}

@@ -7,16 +7,22 @@ import re
 from zdinit.errors import ZdinitError
 from zdinit.vm import trace
 
-# The kernel prints milliseconds from jiffies; the measurement kit adds a
-# line of its own after it, in microseconds from ktime, with the strategy,
-# the struct pages written and the threads the range was given
-# (kit_lines() keeps that one).  Consoles captured before the kit only
-# added lines have the one line, in either form.
+# The kernel prints milliseconds from jiffies; the measurement kit reports
+# after it, in a line of its own, the strategy, the struct pages written
+# and the threads the range was given (REPORT_LINE), which parse() adds to
+# the kernel's line.  Consoles captured while the kit timed the function
+# itself (in tests/data) have a second timing line instead, in
+# microseconds from ktime and naming the strategy (kit_lines() keeps that
+# one); those captured before the kit only added lines have the one line,
+# in either form.
 MEMMAP_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in "
     r"(?P<value>\d+)(?P<unit>ms|us)"
     r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written"
     r"(?:, (?P<threads>\d+) threads?)?)?")
+REPORT_LINE = re.compile(
+    r"memmap_init_zone_device built (?P<pages>\d+) pages: (?P<strategy>\w+), "
+    r"(?P<written>\d+) struct pages written, (?P<threads>\d+) threads?")
 # Memory onlining (the series' onlining timing): move_pfn_range_to_zone()
 # times the memmap and, where it still walks (the series before it
 # counted pages; consoles captured then, in tests/data), the zone
@@ -207,6 +213,24 @@ def parse_memmap(line):
                       int(threads) if threads else None)
 
 
+def add_report(memmap, line):
+    """Add the kit's report in line, if it is one, to the kernel's line
+    for the same range, the last in memmap: the kit prints it right
+    after.  True where line was a report."""
+    m = REPORT_LINE.search(line)
+    if not m:
+        return False
+    pages = int(m.group("pages"))
+    if not memmap or memmap[-1].strategy or memmap[-1].pages != pages:
+        raise ZdinitError(f"the kit's report of {pages} pages follows no "
+                          "memmap_init_zone_device() line of its range: "
+                          + line)
+    memmap[-1].strategy = m.group("strategy")
+    memmap[-1].written = int(m.group("written"))
+    memmap[-1].threads = int(m.group("threads"))
+    return True
+
+
 def kit_lines(memmap):
     """A step's memmap lines, without the kernel's own where the kit's
     follow them: a kernel with the kit prints both for every range, and
@@ -256,6 +280,7 @@ def parse(console):
             init = parse_memmap(kline)
             if init:
                 current.memmap.append(init)
+            add_report(current.memmap, kline)
             m = MEMREMAP_LINE.search(kline)
             if m:
                 current.memremap_ns.append(int(m.group("ns")))

@@ -2,7 +2,11 @@
 # The size of kernel/padata.o before and after "padata: make
 # padata_do_multithreaded() callable after boot": x86-64 defconfig with
 # CONFIG_PADATA (selected by CONFIG_PADATA_KUNIT_TEST), built in TREE, a
-# git tree of the 7.3 series (or 6.12's) checked out at the patch, with BASE its parent.
+# git tree of the 7.3 series (or 6.12's) checked out at "padata: add
+# KUnit tests for multithreaded jobs" (the patch after it, which adds
+# that option and leaves kernel/padata.c as it was), with BASE the
+# patch's parent, "padata: do not wait for multithreaded helpers that
+# have not started".
 # Usage: measure.sh TREE BASE OUTDIR
 set -eu
 tree=$1 base=$2 out=$3
