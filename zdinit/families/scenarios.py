@@ -117,9 +117,8 @@ DEFAULT_BENCH = tuple(name for name, sc in SCENARIOS.items()
 # one boot, the probes armed in half the rounds in the order on, off, off,
 # on (guest/trace.sh), to measure what tracing costs beside the log lines.
 TIMINGS = {"trace": "kprobe events on the functions timed, in every kernel",
-           "log": "log lines: a rebind's the kernel's own, in whole "
-                  "jiffies; onlining's the kit's timing patch's, in "
-                  "microseconds",
+           "log": "log lines: for a rebind the kernel's own, in whole "
+                  "jiffies; for onlining the kit's, in microseconds",
            "ab": "both in one boot, the probes armed in half the rebinds "
                  "or onlining cycles of each boot, the log lines "
                  "throughout: what tracing costs"}
