@@ -15,14 +15,14 @@ from zdinit.vm import trace
 # microseconds from ktime and naming the strategy (kit_lines() keeps that
 # one); those captured before the kit only added lines have the one line,
 # in either form.
+_BUILT = r"(?P<strategy>\w+), (?P<written>\d+) struct pages written"
+_THREADS = r"(?P<threads>\d+) threads?"
 MEMMAP_LINE = re.compile(
     r"memmap_init_zone_device initialised (?P<pages>\d+) pages in "
     r"(?P<value>\d+)(?P<unit>ms|us)"
-    r"(?:, (?P<strategy>\w+), (?P<written>\d+) struct pages written"
-    r"(?:, (?P<threads>\d+) threads?)?)?")
+    rf"(?:, {_BUILT}(?:, {_THREADS})?)?")
 REPORT_LINE = re.compile(
-    r"memmap_init_zone_device built (?P<pages>\d+) pages: (?P<strategy>\w+), "
-    r"(?P<written>\d+) struct pages written, (?P<threads>\d+) threads?")
+    rf"memmap_init_zone_device built (?P<pages>\d+) pages: {_BUILT}, {_THREADS}")
 # Memory onlining (the series' onlining timing): move_pfn_range_to_zone()
 # times the memmap and, where it still walks (the series before it
 # counted pages; consoles captured then, in tests/data), the zone
@@ -216,10 +216,10 @@ def parse_memmap(line):
 def add_report(memmap, line):
     """Add the kit's report in line, if it is one, to the kernel's line
     for the same range, the last in memmap: the kit prints it right
-    after.  True where line was a report."""
+    after."""
     m = REPORT_LINE.search(line)
     if not m:
-        return False
+        return
     pages = int(m.group("pages"))
     if not memmap or memmap[-1].strategy or memmap[-1].pages != pages:
         raise ZdinitError(f"the kit's report of {pages} pages follows no "
@@ -228,7 +228,6 @@ def add_report(memmap, line):
     memmap[-1].strategy = m.group("strategy")
     memmap[-1].written = int(m.group("written"))
     memmap[-1].threads = int(m.group("threads"))
-    return True
 
 
 def kit_lines(memmap):
