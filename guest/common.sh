@@ -22,15 +22,32 @@ KNOBS=/sys/kernel/debug/zone_device_memmap
 emit() { echo "@@zdinit $*"; }
 
 # Forward the kernel log to the host; remember the strategy the kit's
-# last memmap_init_zone_device() report names (stock kernels print none).
+# last memmap_init_zone_device() report names (stock kernels print none),
+# and whether a memmap it left to be built on demand is still being built
+# in the background (BUILDING=1 until the kernel says it finished).
 USED=none
+BUILDING=0
 kmsg() {
 	log=$(dmesg -c)
 	[ -n "$log" ] || return 0
 	echo "$log" | sed 's/^/@@kmsg /'
 	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device built [0-9]* pages: \([a-z]*\),.*/\1/p' | tail -n 1)
 	[ -n "$used" ] && USED=$used
+	echo "$log" | grep -q 'memmap_init_zone_device built .*, on demand' && BUILDING=1
+	echo "$log" | grep -q 'in the background in [0-9]*ms' && BUILDING=0
 	return 0
+}
+
+# Wait for the background build kmsg saw start, its line forwarded with
+# the step's, so that the next step does not cut it short.
+wait_background() {
+	waited=0
+	while [ $BUILDING = 1 ]; do
+		[ $waited -lt 6000 ] || fail "no background build finished within 600 s"
+		sleep 0.1
+		waited=$((waited + 1))
+		kmsg
+	done
 }
 
 fail() {
@@ -96,12 +113,23 @@ each_round() {
 }
 
 # "NAME" or "NAME@THREADS"; without @ the kernel chooses the thread count
-# (0 to the knob), on a kernel that has one.
+# (0 to the knob), on a kernel that has one.  "demand" is the kernel as
+# offered on a base with the on-demand memmap: its own strategy, the
+# memmap of a pgmap whose driver asks for it built on demand and in the
+# background; every other strategy builds the whole memmap before the
+# bind returns.
 set_strategy() {
 	[ "$1" = default ] && return 0
 	[ -w $KNOBS/strategy ] || fail "kernel has no $KNOBS/strategy (not a zdinit kernel?)"
 	name=${1%@*} threads=0
 	[ "$name" = "$1" ] || threads=${1#*@}
+	if [ "$name" = demand ]; then
+		[ -w $KNOBS/on_demand ] || fail "kernel has no $KNOBS/on_demand for strategy $1"
+		echo Y > $KNOBS/on_demand || fail "kernel rejected on_demand"
+		name=auto
+	elif [ -w $KNOBS/on_demand ]; then
+		echo N > $KNOBS/on_demand || fail "kernel rejected on_demand"
+	fi
 	echo "$name" > $KNOBS/strategy || fail "kernel rejected strategy $name"
 	if [ -w $KNOBS/threads ]; then
 		echo "$threads" > $KNOBS/threads || fail "kernel rejected $threads threads"

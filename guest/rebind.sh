@@ -33,14 +33,28 @@ bind_and_rebind() {
 	first=${STRATEGIES%% *}
 	set_strategy "$first"
 	trace_arm rebind
-	step "phase=first strategy=$first align=$align" "$@"
+	step_run "phase=first strategy=$first align=$align" "$@"
+	wait_background
+	step_close
 	show_geometry "$align"
 	each_round rebind_step
 }
 
 # shellcheck disable=SC2154  # round: each_round (common.sh)
 rebind_step() {
-	step "phase=rebind strategy=$strategy align=$align iter=$round" rebind
+	step_run "phase=rebind strategy=$strategy align=$align iter=$round" rebind
+	[ "$mode" = devdax ] && first_faults
+	wait_background
+	step_close
+}
+
+# The first write to the first and to the last 2 MiB of the device-dax
+# mapping, right after the bind: each a fault, the last one, with the
+# memmap built on demand, on a unit the background build has not reached.
+first_faults() {
+	out=$(/zdinit/zdcheck fault /dev/dax0.0 "$(cat /sys/bus/dax/devices/dax0.0/size)" 5) ||
+		fail "zdcheck fault: $out"
+	emit "fault ${out#zdcheck: fault }"
 }
 
 # shellcheck disable=SC2153  # SIZE: scenario.sh

@@ -59,6 +59,64 @@ fsdax_verify_step() {
 		used=$(last_strategy) files=8 bytes=$((8 * 8 << 20))
 }
 
+# The memmap built on demand with its background build held back, so that
+# every unit but the first waits to be built: each path that reaches a
+# struct page must build it first.  A device-dax fault on the first and
+# the last unit, data written and read back; /proc/kpageflags read over
+# the device's pfns; unbind and rebind with units pending; then an ext4
+# mounted with DAX on an fsdax namespace, files written and read back
+# across a rebind; then the hold released and the build let finish.
+on_demand_held() {
+	[ -w $KNOBS/hold_background ] || fail "kernel has no $KNOBS/hold_background"
+	set_strategy demand
+	echo Y > $KNOBS/hold_background
+	step "phase=first strategy=demand align=2M" \
+		ndctl create-namespace -f -e "$NS" -m devdax -M dev -a 2M
+	bytes=$(cat /sys/bus/dax/devices/dax0.0/size)
+	if out=$(/zdinit/zdcheck ends /dev/dax0.0 "$bytes" 11 2>&1); then
+		result=pass
+	else
+		result=fail
+	fi
+	check held-devdax-ends $result strategy=demand used=$(last_strategy) \
+		bytes=$bytes "detail=$(echo $out | tr ' ' _)"
+	# shellcheck disable=SC2046  # the resource's start and size, as numbers
+	set -- $(cat /sys/bus/dax/devices/dax0.0/resource 2>/dev/null || echo 0) "$bytes"
+	pfn=$(($1 >> 12)) pages=$(($2 >> 12))
+	if dd if=/proc/kpageflags of=/dev/null bs=8 skip=$pfn count=$pages 2>/dev/null; then
+		result=pass
+	else
+		result=fail
+	fi
+	check held-kpageflags $result "pfns=$pfn+$pages"
+	for cycle in 1 2 3; do
+		step "phase=rebind strategy=demand align=2M iter=held$cycle" rebind
+	done
+	/zdinit/zdcheck ends /dev/dax0.0 "$bytes" 11 >/dev/null 2>&1 && result=pass || result=fail
+	check held-rebind $result cycles=3
+	step "phase=first strategy=demand align=" \
+		ndctl create-namespace -f -e "$NS" -m fsdax -M dev
+	mkfs.ext4 -q -F /dev/pmem0 || fail "mkfs.ext4 /dev/pmem0"
+	mkdir -p /mnt
+	mount -o dax /dev/pmem0 /mnt || fail "mount -o dax"
+	for i in 1 2 3 4; do
+		dd if=/dev/urandom of=/mnt/file$i bs=1M count=4 2>/dev/null ||
+			fail "writing /mnt/file$i"
+	done
+	(cd /mnt && sha256sum file*) > /tmp/sums
+	umount /mnt
+	step "phase=rebind strategy=demand align= iter=held-fsdax" rebind
+	mount -o dax /dev/pmem0 /mnt || fail "remount -o dax"
+	(cd /mnt && sha256sum -c /tmp/sums >/dev/null 2>&1) && result=pass || result=fail
+	umount /mnt
+	check held-fsdax $result files=4
+	echo N > $KNOBS/hold_background
+	step_run "phase=rebind strategy=demand align= iter=released" rebind
+	wait_background
+	step_close
+	check held-released pass
+}
+
 # With the page_ref_set tracepoint on, the memmap must take the slow path
 # (a copy would not report set_page_count()), and events must be traced.
 tracepoint_guard() {

@@ -25,6 +25,9 @@ emit "start scenario=$SCENARIO kernel=$(uname -r) size=$SIZE"
 # The kernel's own timing line is a pr_debug(): switch it on.
 echo 'func memmap_init_zone_device +p' > /sys/kernel/debug/dynamic_debug/control ||
 	fail "cannot enable the memmap_init_zone_device pr_debug (DYNAMIC_DEBUG?)"
+# And, where the memmap can be built on demand, the line that says when
+# its background build finished (no such function elsewhere).
+echo 'func zone_device_memmap_build_unit +p' > /sys/kernel/debug/dynamic_debug/control 2>/dev/null
 if [ "$VERIFY" = 1 ]; then
 	[ -w "$KNOBS/verify" ] || fail "kernel has no $KNOBS/verify"
 	echo 1 > "$KNOBS/verify"
@@ -58,6 +61,7 @@ memremap-matrix) memremap_matrix ;;
 probe) ;;
 integrity-devdax) integrity_devdax ;;
 integrity-fsdax) integrity_fsdax ;;
+on-demand-held) on_demand_held ;;
 tracepoint) tracepoint_guard ;;
 churn) churn ;;
 devprivate-too-large) devprivate_too_large ;;

@@ -15,8 +15,8 @@ import pytest
 
 from conftest import ROOT
 from zdinit import cache, cli
-from zdinit.checks import clear_checks, memmap_equality
-from zdinit.families import clearing, scenarios
+from zdinit.checks import clear_checks, memmap_equality, safety
+from zdinit.families import clearing, rebind, scenarios
 from zdinit.kernel import bases, build, initramfs, series, under_test
 from zdinit.vm import qemu
 from zdinit.errors import ZdinitError
@@ -146,25 +146,34 @@ def test_zone_contiguity_agrees_with_the_walk_on_the_hotplug_kernels(base):
            "--contiguity")
 
 
+# make test builds and boots the series alone; stock's kernel, its bench
+# rows and its safety outcomes are make test-full's (the safety checks
+# compare the series with stock's recorded outcomes instead).
+SMALL_BENCH = ("--size", "4G", "--n", "3", "--rounds", "1")
+
+
 @pytest.fixture(scope="module")
 def small_bench():
-    zdinit("bench", "--kernels", "stock,patched", "--size", "4G", "--n", "3",
-           "--rounds", "1", "--strategies", "auto,slow,template,stream")
+    zdinit("bench", "--kernels", "patched", *SMALL_BENCH, "--strategies",
+           "auto,slow,template,stream,demand")
     latest = ROOT / "results" / "latest"
     return json.loads((latest / "results.json").read_text()), latest
 
 
-def test_bench_covers_every_scenario_on_both_kernels(small_bench):
+def test_bench_covers_every_scenario_with_every_strategy(small_bench):
     results, latest = small_bench
-    seen = {(r["scenario"], r["align"], r["kernel"], r["strategy"])
-            for r in results["runs"]}
+    seen = {(r["scenario"], r["align"], r["kernel"], r["strategy"],
+             r.get("metric")) for r in results["runs"]}
     for name in scenarios.DEFAULT_BENCH:
         sc = scenarios.SCENARIOS[name]
         for align in sc.default_aligns:
-            key = (name, align or None)
-            assert key + ("stock", "default") in seen
-            for strategy in ("auto", "slow", "template", "stream"):
-                assert key + ("patched", strategy) in seen
+            key = (name, align or None, "patched")
+            for strategy in ("auto", "slow", "template", "stream", "demand"):
+                assert key + (strategy, None) in seen
+            # pmem and device-dax build their memmap on demand, the
+            # module's DEVICE_PRIVATE range does not.
+            assert (key + ("demand", rebind.BACKGROUND) in seen) == \
+                (name != "devprivate")
     for r in results["runs"]:
         assert r["n"] == 3 and len(r["samples_ms"]) == 3
         # Timed by kprobe events, every kernel in microseconds: stock too
@@ -173,6 +182,19 @@ def test_bench_covers_every_scenario_on_both_kernels(small_bench):
         assert r["timing"] == "trace" and r["median_ms"] > 0, r
     assert (latest / "summary.md").exists() and (latest / "bench.png").exists()
     assert results["env"]["accel"] in ("kvm", "tcg")
+
+
+@pytest.mark.full
+def test_stock_is_timed_in_every_scenario():
+    zdinit("bench", "--kernels", "stock", *SMALL_BENCH)
+    results = json.loads((ROOT / "results/latest/results.json").read_text())
+    seen = {(r["scenario"], r["align"]) for r in results["runs"]
+            if r["kernel"] == "stock" and r["strategy"] == "default"}
+    assert seen == {(name, align or None) for name in scenarios.DEFAULT_BENCH
+                    for align in scenarios.SCENARIOS[name].default_aligns}
+    for r in results["runs"]:
+        assert r["timing"] == "trace" and r["median_ms"] > 0, r
+        assert r["struct_pages_written"] is None    # stock does not say
 
 
 def test_page_counts_follow_the_geometry(small_bench):
@@ -187,9 +209,7 @@ def test_page_counts_follow_the_geometry(small_bench):
             assert size_pages // 64 <= reserve <= size_pages // 64 + 1024, r
         else:
             assert pages == size_pages, r
-        if r["kernel"] == "stock":
-            assert written is None      # stock does not report it
-        elif r["scenario"] == "devdax-mem":
+        if r["scenario"] == "devdax-mem":
             per = 512 if r["align"] == "2M" else 262144
             assert written == pages // per * 128, r   # vmemmap tail reuse
         else:
@@ -231,7 +251,8 @@ def test_auto_streams_once_the_struct_pages_written_reach_the_guest_llc(
         if r["kernel"] != "patched":
             continue
         name = scenarios.strategy_name(r["strategy"])
-        if name == "auto":
+        # demand's background build takes the rule's strategy too.
+        if name in ("auto", scenarios.ON_DEMAND):
             # 0: sysfs listed no cache; None: the guest did not say.
             assert r["guest_llc_bytes"] is not None, r
             want = scenarios.auto_strategy(r["struct_pages_written"],
@@ -294,7 +315,7 @@ def test_the_onlined_memory_check_catches_a_broken_onlining_path(mutant,
 
 
 def test_guest_failure_reports_the_log_tail(tmp_path):
-    kernel = build.build("stock", bases.BASES[HOME])
+    kernel = build.build("patched", bases.BASES[HOME])
     initrd = initramfs.build(kernel, tmp_path / "initrd.gz")
     with pytest.raises(ZdinitError) as err:
         qemu.boot(kernel, initrd, {"scenario": "no-such-scenario"}, "tcg",
@@ -305,6 +326,7 @@ def test_guest_failure_reports_the_log_tail(tmp_path):
     assert "@@zdinit end rc=1" in text
 
 
+@pytest.mark.full
 def test_base_kernel_has_no_strategy_knob(tmp_path):
     """Selecting a strategy on a stock kernel fails cleanly, naming the
     cause."""
@@ -325,12 +347,12 @@ def test_a_second_run_is_refused_while_this_one_builds(tmp_path):
     shims = tmp_path / "bin"
     shims.mkdir()
     probe = (f"cd {shlex.quote(str(ROOT))} && {shlex.quote(sys.executable)}"
-             f" -m zdinit build stock; echo exit $?")
+             f" -m zdinit build patched; echo exit $?")
     (shims / "make").write_text(
         f"#!/bin/sh\n[ -e {second} ] || ({probe}) > {second} 2>&1\n"
         f'exec {shlex.quote(shutil.which("make"))} "$@"\n')
     (shims / "make").chmod(0o755)
-    zdinit("build", "stock",
+    zdinit("build", "patched",
            env=dict(os.environ, PATH=f"{shims}:{os.environ['PATH']}"))
     holder = (cache.require_lock() / "lock").read_text().strip()
     assert holder.startswith("PID ")
@@ -339,17 +361,23 @@ def test_a_second_run_is_refused_while_this_one_builds(tmp_path):
     assert text.endswith("exit 1\n"), text
 
 
-def test_safety_checks_pass_on_both_kernels():
-    zdinit("safety")
+def test_safety_checks_pass_against_stocks_recorded_outcomes():
+    zdinit("safety", "--stock-record")
     rows = json.loads((ROOT / "results/latest/safety.json").read_text())
     assert rows and all(r["passed"] for r in rows)
+    assert not any(build.is_stock(r["kernel"]) for r in rows)
     names = {(r["check"], r["kernel"]) for r in rows}
     for check in ("hmm-selftests", "gup-devdax", "devdax-integrity",
                   "fsdax-integrity", "churn", "devprivate-too-large",
                   "odd-geometry", "ndctl-subsection", "ndctl-align",
                   "ndctl-mode-cycle", "ndctl-reconfigure",
-                  "kselftest-dax-kmem", "kselftest-mem-on-off"):
-        assert (check, "stock") in names and (check, "patched") in names
+                  "kselftest-dax-kmem", "kselftest-mem-on-off",
+                  "held-devdax-ends", "held-kpageflags", "held-rebind",
+                  "held-fsdax", "held-released"):
+        assert (check, "patched") in names, check
+    for r in rows:
+        if r["check"] in safety.SAME_AS_STOCK:
+            assert r["detail"].endswith("same as stock (recorded)"), r
     used = {r["used"] for r in rows if r["check"] == "devdax-integrity"
             and r["kernel"] == "patched"}
     assert used == {"slow", "template", "stream"}

@@ -93,6 +93,49 @@ def test_a_report_that_follows_no_line_of_its_range_is_refused(before):
         console.parse("\n".join(["@@zdinit begin phase=rebind", *before,
                                   report, "@@zdinit done phase=rebind"]))
 
+ON_DEMAND_STEP = [
+    "@@zdinit begin phase=rebind strategy={strategy} align= iter=1",
+    "@@kmsg [ 2.0] memmap_init_zone_device initialised 32768 pages in 0ms",
+    "@@kmsg [ 2.0] memmap_init_zone_device built 32768 pages: stream, "
+    "32768 struct pages written, 1 thread{on_demand}",
+    "@@zdinit fault first_ns=2000000 last_ns=5500000",
+    "@@kmsg [ 2.5] zone_device_memmap_build_unit: built "
+    "0x240000000-0x247ffffff in the background in 57ms",
+    "@@zdinit done phase=rebind strategy={strategy} align= iter=1"]
+
+
+def test_a_memmap_built_on_demand_gives_the_step_its_background_build():
+    """The kit's report says the range was left to be built on demand,
+    and the kernel's line when the background build finished gives the
+    step a second time, which the rebind family records as BACKGROUND;
+    the guest's first faults after the bind, two more."""
+    run = console.parse("\n".join(ON_DEMAND_STEP).format(
+        strategy="demand", on_demand=", on demand"))
+    (step,) = run.steps
+    (init,) = step.memmap
+    assert (init.ms, init.strategy, init.on_demand) == (0.0, "stream", True)
+    assert step.background_ms == [57.0]
+    spec, = scenarios.plan(["fsdax-dev"], size="256M", timing="log")
+    assert rebind.timings(spec, step, "x") == [
+        ("", 0.0), (rebind.BACKGROUND, 57.0), (rebind.FAULT_FIRST, 2.0),
+        (rebind.FAULT_LAST, 5.5)]
+
+
+@pytest.mark.parametrize("strategy, on_demand, lines", [
+    ("demand", ", on demand", slice(0, 3)),     # the build never finished
+    ("auto", "", slice(None)),                  # finished, never started
+    ("auto", ", on demand", slice(None)),       # on demand, not asked for
+], ids=["unfinished", "unstarted", "unasked"])
+def test_a_background_build_the_step_does_not_account_for_is_refused(
+        strategy, on_demand, lines):
+    text = ON_DEMAND_STEP[lines] + ON_DEMAND_STEP[-1:] \
+        if lines.stop else ON_DEMAND_STEP
+    run = console.parse("\n".join(text).format(strategy=strategy,
+                                               on_demand=on_demand))
+    with pytest.raises(ZdinitError, match="on demand"):
+        rebind.check_background(run.steps[0], "x")
+
+
 def test_base_fsdax_dev_log():
     run = load("fsdax-dev-base.log")
     assert run.rc == 0 and not run.splats

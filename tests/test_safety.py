@@ -5,8 +5,9 @@ import pytest
 from conftest import DATA
 from zdinit.checks import safety
 from zdinit.families import scenarios
-from zdinit.kernel import initramfs
+from zdinit.kernel import bases, initramfs
 from zdinit.vm import console
+from zdinit.errors import ZdinitError
 
 
 def rows_for(kernel, line, job="ndctl-workflows"):
@@ -230,3 +231,86 @@ def test_an_hmm_test_failing_in_both_runs_on_the_series_alone_fails():
     safety.compare_with_stock(rows)
     assert rows[0]["passed"] and not rows[1]["passed"]
     assert "stock: hmm.a,hmm.b," in rows[1]["detail"]
+
+
+def test_the_held_build_job_runs_where_the_series_builds_on_demand():
+    """The job that holds the background build back needs the kit's
+    switch for it, which only a base with the on-demand part has."""
+    def names(base, full):
+        return {job.scenario for job in safety.jobs(bases.get(base), full)}
+
+    for full in (False, True):
+        assert "on-demand-held" in names("7.3", full)
+        assert "on-demand-held" not in names("6.12", full)
+        assert names("6.12", full) == names("7.3", full) - {"on-demand-held"}
+
+
+@pytest.fixture
+def record(tmp_path, monkeypatch):
+    """STOCK_RECORD in a temporary directory, holding 7.3's outcomes as
+    stock gives ALIGN and nothing else is checked."""
+    path = tmp_path / "stock-safety.json"
+    monkeypatch.setattr(safety, "STOCK_RECORD", path)
+    monkeypatch.setattr(safety, "SAME_AS_STOCK",
+                        {"ndctl-align": ("result", "outcome")})
+    safety.record_stock(rows_for("stock", ALIGN), bases.get("7.3"))
+    return path
+
+
+def test_the_series_is_compared_with_stocks_recorded_outcomes(record):
+    recorded = safety.recorded_outcomes(bases.get("7.3"))
+    same, other = rows_for("patched", ALIGN), rows_for(
+        "patched", ALIGN.replace("2M-align-2097152", "2M-align-4096"))
+    safety.compare_with_stock(same, recorded)
+    safety.compare_with_stock(other, recorded)
+    assert same[0]["passed"] and \
+        same[0]["detail"].endswith("same as stock (recorded)")
+    assert not other[0]["passed"]
+    assert "stock (recorded): pass 4K-align-4096" in other[0]["detail"]
+    # A job that ran and did not report a recorded check fails too.
+    silent = [dict(same[0], check="ndctl-mode-cycle")]
+    safety.compare_with_stock(silent, recorded)
+    assert silent[-1]["check"] == "ndctl-align" and not silent[-1]["passed"]
+
+
+def test_a_base_without_a_record_is_refused_in_one_line(record):
+    with pytest.raises(ZdinitError, match="records no stock outcomes for "
+                       "base 6.12; record them with 'python3 -m zdinit "
+                       "safety --base 6.12 --record-stock'"):
+        safety.recorded_outcomes(bases.get("6.12"))
+
+
+def test_a_run_that_boots_stock_checks_the_record(record):
+    """Stock booted in a run must still give what is recorded: a
+    different outcome fails the run, naming the check."""
+    (row,) = safety.check_record(rows_for("stock", ALIGN), bases.get("7.3"))
+    assert row["passed"] and row["check"] == "stock record"
+    (row,) = safety.check_record(rows_for(
+        "stock", ALIGN.replace("4K-align", "8K-align")), bases.get("7.3"))
+    assert not row["passed"]
+    assert row["detail"].startswith("ndctl-align: stock gave pass 8K-align")
+    assert safety.check_record(rows_for("patched", ALIGN),
+                               bases.get("7.3")) == []
+
+
+def test_a_record_missing_a_check_is_not_written(record):
+    before = record.read_text()
+    with pytest.raises(ZdinitError, match="stock reported none of the "
+                       "checks to record"):
+        safety.record_stock(rows_for("patched", ALIGN), bases.get("7.3"))
+    assert record.read_text() == before
+
+
+def test_against_the_record_no_job_boots_stock():
+    for full in (False, True):
+        selected = safety.jobs(bases.get("7.3"), full, stock_record=True)
+        assert selected and all("stock" not in job.kernels
+                                for job in selected)
+        assert {job.scenario for job in selected} == {
+            job.scenario for job in safety.jobs(bases.get("7.3"), full)
+            if job.kernels != ("stock",)}
+
+
+def test_the_committed_record_holds_every_check_of_7_3():
+    recorded = safety.recorded_outcomes(bases.get("7.3"))
+    assert set(recorded) == set(safety.SAME_AS_STOCK)

@@ -1,6 +1,7 @@
 import pytest
 
 from zdinit.families import scenarios
+from zdinit.kernel import bases
 from zdinit.errors import UsageError
 
 G = 1 << 30
@@ -77,3 +78,14 @@ def test_auto_keeps_the_template_with_vmemmap_tail_reuse():
     # 1 TiB of 2M pages with reuse: 4 GiB written, still the template.
     pages = (1 << 40) // 4096
     assert scenarios.auto_strategy(pages // 4, 0, pages=pages) == "template"
+
+
+def test_only_a_base_with_the_on_demand_series_has_its_strategy():
+    assert scenarios.ON_DEMAND in scenarios.base_strategies(bases.get("7.3"))
+    assert scenarios.base_strategies(bases.get("6.12")) == tuple(
+        s for s in scenarios.STRATEGIES if s != scenarios.ON_DEMAND)
+    scenarios.check_base_strategies(["demand@2", "auto"], bases.get("7.3"))
+    with pytest.raises(UsageError, match="strategy demand@2: base 6.12's "
+                       "series builds every memmap before the bind returns"):
+        scenarios.check_base_strategies(["auto", "demand@2"],
+                                        bases.get("6.12"))

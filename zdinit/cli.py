@@ -46,7 +46,7 @@ STRATEGIES = scenarios.STRATEGIES
 # The bench's default: upstream 7.4's method (template and streaming
 # stores everywhere, one thread) and the series' own choice of method
 # and threads.
-BENCH_STRATEGIES = (scenarios.UPSTREAM_METHOD, "auto")
+BENCH_STRATEGIES = (scenarios.UPSTREAM_METHOD, "auto", scenarios.ON_DEMAND)
 # The most boots per kernel (bench, clear) or rounds per check
 # (clear-check) one --rounds asks for.
 MAX_ROUNDS = 100
@@ -148,8 +148,15 @@ def wanted(variant, base, strategies, hotplug_strategies=None,
 
 
 def check_safety(args):
-    jobs = safety.FULL if args.full else safety.REDUCED
-    args.variants = sorted({v for job in jobs for v in job.kernels})
+    if args.stock_record and args.record_stock:
+        raise UsageError("argument --record-stock: it records what stock "
+                         "does, which --stock-record does not boot; give "
+                         "one of them")
+    if args.stock_record:
+        safety.recorded_outcomes(args.base)
+    args.variants = sorted({v for job in safety.jobs(args.base, args.full,
+                                                     args.stock_record)
+                            for v in job.kernels})
     require_series(args.variants, args.base)
 
 
@@ -158,10 +165,12 @@ def cmd_safety(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         targets, accel, _ = under_test.prepare(
-            [wanted(v, args.base, STRATEGIES if v in ("patched", "debug")
+            [wanted(v, args.base, scenarios.base_strategies(args.base)
+                    if v in ("patched", "debug")
                     else ("auto",)) for v in variants])
-        final = safety.run(dict(zip(variants, targets)), accel,
-                           full=args.full)
+        final = safety.run(dict(zip(variants, targets)), accel, args.base,
+                           full=args.full, stock_record=args.stock_record,
+                           record=args.record_stock)
     print(f"\nresults: {final} (results/latest)")
 
 
@@ -279,6 +288,12 @@ def check_ab(specs, rounds):
                 f"{4 * len(shares)} --rounds {len(shares)}")
 
 
+def bench_strategies(base):
+    """The series' strategies the bench runs by default on base."""
+    return tuple(s for s in BENCH_STRATEGIES
+                 if scenarios.strategy_name(s) in scenarios.base_strategies(base))
+
+
 def check_strategies(strategies, kernels):
     """--strategies with no kernel that has them would be dropped unseen."""
     if strategies and set(kernels) <= set(KERNELS_WITHOUT_STRATEGIES):
@@ -346,6 +361,7 @@ def validate_bench(args):
                          f"{default_kernels}: give --kernels patched")
     check_rounds(args.rounds)
     check_strategies(args.strategies, args.kernels)
+    scenarios.check_base_strategies(args.strategies, args.base)
     specs = scenarios.plan(args.scenarios, args.size, args.n, args.align,
                            timing=args.timing)
     check_align(args.align, specs)
@@ -387,7 +403,7 @@ def cmd_bench(args):
         deps.ensure_packages()
         # Onlining follows --strategies only where it is given.
         targets, accel, why = under_test.prepare(
-            [wanted(k, args.base, args.strategies or BENCH_STRATEGIES,
+            [wanted(k, args.base, args.strategies or bench_strategies(args.base),
                     args.strategies, args.contiguity) for k in args.kernels],
             icount=args.icount)
         final, results = loop.measure(plan, targets, args.rounds, accel,
@@ -466,7 +482,8 @@ def cmd_memmap_equality(args):
     with cache.lock(args.command_line):
         deps.ensure_packages()
         (target,), accel, _ = under_test.prepare(
-            [wanted("patched", args.base, STRATEGIES)])
+            [wanted("patched", args.base,
+                    scenarios.base_strategies(args.base))])
         lines = memmap_equality.run(target, accel, specs)
     for line in lines:
         print(line)
@@ -817,6 +834,13 @@ def parser():
                         "debug-kernel checks in QEMU, stock vs patched")
     sf.add_argument("--full", action="store_true",
                     help="add the tracepoint and KASAN/lockdep kernels")
+    sf.add_argument("--stock-record", action="store_true",
+                    help="compare the series with stock's outcomes as "
+                    "recorded in zdinit/checks/stock-safety.json instead of "
+                    "building and booting stock")
+    sf.add_argument("--record-stock", action="store_true",
+                    help="write stock's outcomes of this run to "
+                    "zdinit/checks/stock-safety.json")
     add_base_option(sf)
     sf.set_defaults(func=cmd_safety, validate=check_safety)
 

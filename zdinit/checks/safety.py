@@ -5,6 +5,8 @@ between stock and patched stands out in the table.
 """
 import dataclasses
 import json
+import os
+import pathlib
 from typing import Callable
 
 from zdinit import progress
@@ -41,6 +43,9 @@ class Job:
     # A check of the whole console, (run, kernel variant) -> its row, for
     # a job whose guest reports facts rather than check lines.
     judge_run: Callable | None = None
+    # The part of the zone-device series the job needs (bases.Part), where
+    # some base's series lacks it; None: every base's series.
+    part: str | None = None
 
 
 # The boot-time bind: a legacy pmem range that the pmem driver binds
@@ -123,6 +128,9 @@ REDUCED = (
     # TCG is most of the boot: 64 MiB keeps make test's two boots short,
     # --full migrates four times as much.
     Job("hotplug-use", ("stock", "patched"), {"check_bytes": 64 * MiB}),
+    # The memmap built on demand with the background build held back
+    # (guest/safety.sh's on_demand_held): every path builds what it reaches.
+    Job("on-demand-held", ("patched",), {}, part="demand"),
     # The range is guest RAM that is never written: the host backs the
     # pages the kernel touches, as for any other check's guest.
     Job("boot-bind", ("stock", "patched"), {}, nvdimms=0,
@@ -141,6 +149,19 @@ FULL = tuple(dataclasses.replace(job, params=dict(job.params,
         virtio_mem=GiB),
     Job("debug", ("debug",), {"cycles": 2 * CHURN_WINDOW}, verify=True),
 )
+
+
+def jobs(base, full=False, stock_record=False):
+    """The jobs that run on base: FULL or REDUCED, less those whose part
+    base's series does not have; with stock_record, without stock."""
+    selected = []
+    for job in FULL if full else REDUCED:
+        kernels = tuple(k for k in job.kernels
+                        if not (stock_record and build.is_stock(k)))
+        if kernels and (job.part is None
+                        or base.has_part("zone-device", job.part)):
+            selected.append(dataclasses.replace(job, kernels=kernels))
+    return tuple(selected)
 
 
 def judge(check):
@@ -268,23 +289,95 @@ SAME_AS_STOCK = {
 }
 
 
-def compare_with_stock(rows):
+# Stock's outcomes of the SAME_AS_STOCK checks, per base, as
+# 'safety --record-stock' wrote them from a run that booted stock:
+# 'safety --stock-record' compares the series with them instead of
+# building and booting stock (make test), and every run that boots stock
+# checks that stock still gives them (make test-full).
+STOCK_RECORD = pathlib.Path(__file__).resolve().parent / "stock-safety.json"
+
+
+def outcome(row):
+    """The outcome of a SAME_AS_STOCK row: the fields that make it up."""
+    return tuple(row["raw"][f] for f in SAME_AS_STOCK[row["check"]])
+
+
+def stock_outcomes(rows):
+    """{check: (job, outcome)} of stock's SAME_AS_STOCK rows."""
+    return {r["check"]: (r["job"], outcome(r)) for r in rows
+            if r["check"] in SAME_AS_STOCK and build.is_stock(r["kernel"])}
+
+
+def recorded_outcomes(base):
+    """{check: (job, outcome)} as STOCK_RECORD has them for base; a
+    one-line error where it has none."""
+    recorded = json.loads(STOCK_RECORD.read_text()).get(base.name) \
+        if STOCK_RECORD.exists() else None
+    if not recorded:
+        raise ZdinitError(f"{STOCK_RECORD.name} records no stock outcomes "
+                          f"for base {base.name}; record them with "
+                          f"'python3 -m zdinit safety --base {base.name} "
+                          "--record-stock'")
+    return {check: (entry["job"], tuple(entry["outcome"]))
+            for check, entry in recorded.items()}
+
+
+def record_stock(rows, base):
+    """Write stock's outcomes in rows to STOCK_RECORD for base, whole or
+    not at all."""
+    stock = stock_outcomes(rows)
+    if set(stock) != set(SAME_AS_STOCK):
+        raise ZdinitError("stock reported "
+                          f"{', '.join(sorted(stock)) or 'none'} of the "
+                          f"checks to record ({', '.join(sorted(SAME_AS_STOCK))})")
+    recorded = json.loads(STOCK_RECORD.read_text()) \
+        if STOCK_RECORD.exists() else {}
+    recorded[base.name] = {check: {"job": job, "outcome": list(result)}
+                           for check, (job, result) in sorted(stock.items())}
+    partial = STOCK_RECORD.with_name(STOCK_RECORD.name + ".partial")
+    partial.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    os.replace(partial, STOCK_RECORD)
+
+
+def check_record(rows, base):
+    """A row saying whether stock, booted in this run, still gives the
+    outcomes STOCK_RECORD has for base; none where it has no record."""
+    stock = stock_outcomes(rows)
+    if not stock or not (STOCK_RECORD.exists() and base.name in
+                         json.loads(STOCK_RECORD.read_text())):
+        return []
+    recorded = recorded_outcomes(base)
+    differ = sorted(c for c in set(stock) | set(recorded)
+                    if stock.get(c) != recorded.get(c))
+
+    def said(outcomes, check):
+        return " ".join(map(str, outcomes[check][1])) \
+            if check in outcomes else "nothing"
+
+    return [{"check": "stock record", "kernel": "stock", "strategy": "-",
+             "used": "-", "passed": not differ,
+             "detail": (f"{len(recorded)} outcomes as recorded in "
+                        f"{STOCK_RECORD.name}") if not differ else
+             (f"{differ[0]}: stock gave {said(stock, differ[0])}, "
+              f"{STOCK_RECORD.name} has {said(recorded, differ[0])}"),
+             "raw": {}}]
+
+
+def compare_with_stock(rows, recorded=None):
     """Fail a series row of a SAME_AS_STOCK check whose outcome is not
     stock's, and add a failing row for such a check that stock reported
-    and a series kernel, running the same job, did not."""
-    def outcome(row):
-        return tuple(row["raw"][f] for f in SAME_AS_STOCK[row["check"]])
-
-    stock = {r["check"]: (r["job"], outcome(r)) for r in rows
-             if r["check"] in SAME_AS_STOCK and build.is_stock(r["kernel"])}
+    and a series kernel, running the same job, did not.  Stock's outcomes
+    are its rows', or recorded ({check: (job, outcome)}) where given."""
+    stock = recorded if recorded is not None else stock_outcomes(rows)
+    where = " (recorded)" if recorded is not None else ""
     for r in rows:
         name = r["check"]
         if name not in stock or build.is_stock(r["kernel"]):
             continue
         same = outcome(r) == stock[name][1]
         r["passed"] = r["passed"] and same
-        r["detail"] += ", same as stock" if same else \
-            f", stock: {' '.join(map(str, stock[name][1]))}"
+        r["detail"] += f", same as stock{where}" if same else \
+            f", stock{where}: {' '.join(map(str, stock[name][1]))}"
     ran = {(r["job"], r["kernel"]) for r in rows
            if r.get("job") and not build.is_stock(r["kernel"])}
     for name, (job, expected) in stock.items():
@@ -293,7 +386,7 @@ def compare_with_stock(rows):
                        for r in rows):
                 rows.append({"check": name, "job": job, "kernel": kernel,
                              "strategy": "-", "used": "-", "passed": False,
-                             "detail": "not reported; stock: "
+                             "detail": f"not reported; stock{where}: "
                              + " ".join(map(str, expected)), "raw": {}})
 
 
@@ -307,21 +400,29 @@ def table(rows):
     return "\n".join(lines)
 
 
-def run(targets, accel, full=False):
-    """targets: variant -> under_test.KernelUnderTest.  Returns the results directory."""
-    jobs = FULL if full else REDUCED
+def run(targets, accel, base, full=False, stock_record=False,
+        record=False):
+    """targets: variant -> under_test.KernelUnderTest.  stock_record:
+    compare the series with STOCK_RECORD and boot no stock kernel;
+    record: write stock's outcomes of this run there.  Returns the
+    results directory."""
+    selected = jobs(base, full, stock_record)
+    recorded = recorded_outcomes(base) if stock_record else None
     partial, final = report.new_results_dir()
     rows = []
     try:
         # Each job boots its own guest with its own images and log.
-        boots = [(job, variant) for job in jobs for variant in job.kernels]
+        boots = [(job, variant) for job in selected for variant in job.kernels]
         for job_rows in qemu.map_checks(
                 lambda b: run_job(b[0], targets[b[1]], accel, partial / "logs"),
                 boots, qemu.CHECK_GUEST_RAM_MB * MiB
-                + max(job.nvdimms for job in jobs)
+                + max(job.nvdimms for job in selected)
                 * qemu.CHECK_IMAGE_BYTES):
             rows += job_rows
-        compare_with_stock(rows)
+        compare_with_stock(rows, recorded)
+        rows += check_record(rows, base)
+        if record:
+            record_stock(rows, base)
         (partial / "safety.json").write_text(json.dumps(rows, indent=1) + "\n")
         (partial / "safety.md").write_text("# zdinit safety checks\n\n"
                                            + table(rows) + "\n")

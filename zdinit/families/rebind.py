@@ -40,10 +40,33 @@ def traced_ms(step, label):
     return calls[0]
 
 
+# The metric of a step whose memmap was built on demand: the kernel's
+# time from memremap_pages() queueing the background build to its last
+# unit (console.BACKGROUND_LINE).  Its records are compared with the bind
+# of the other kernels and strategies, which built the whole memmap.
+BACKGROUND = "background"
+# The metrics of the first faults after a device-dax bind (guest/rebind.sh
+# first_faults): on the first 2 MiB, which every kernel has built by then,
+# and on the last, which the background build reaches last.
+FAULT_FIRST = "fault, first 2M"
+FAULT_LAST = "fault, last 2M"
+
+
 def timings(spec, step, label):
     """[(metric, ms)] of one step: the traced time, or the kernel's line,
     under no metric's name; with timing "ab" both, named for what timed
-    them ("trace", "log traced", "log untraced")."""
+    them ("trace", "log traced", "log untraced"); where the memmap was
+    built on demand, its background build (BACKGROUND); and after a
+    device-dax bind, its first faults (FAULT_FIRST, FAULT_LAST)."""
+    faults = step.faults or {}
+    return bind_timings(spec, step, label) + [
+        (BACKGROUND, ms) for ms in step.background_ms] + [
+        (metric, faults[key] / 1e6) for metric, key in
+        ((FAULT_FIRST, "first_ns"), (FAULT_LAST, "last_ns")) if key in faults]
+
+
+def bind_timings(spec, step, label):
+    """timings() of the bind alone."""
     if spec.timing == "log":
         return [("", step.ms)]
     if spec.timing == "trace":
@@ -76,6 +99,7 @@ def check_run(spec, run, label, verify):
             raise ZdinitError(f"{label}: {step.labels}: kernel initialised "
                               f"{step.pages} pages, geometry says {want}")
         timings(spec, step, label)
+        check_background(step, label)
         init = step.memmap[0]
         if init.written is not None:
             want_written = scenarios.expected_written(spec.scenario, want,
@@ -84,6 +108,21 @@ def check_run(spec, run, label, verify):
                 raise ZdinitError(
                     f"{label}: {step.labels}: {init.written} struct pages "
                     f"written, expected {want_written}")
+
+
+def check_background(step, label):
+    """A step whose range the kit says was left to be built on demand
+    has the strategy that asks for it and one background build finished
+    in it; any other step has none."""
+    init = step.memmap[0]
+    strategy = scenarios.strategy_name(step.labels.get("strategy", ""))
+    if len(step.background_ms) != int(init.on_demand) or (
+            init.on_demand and strategy != scenarios.ON_DEMAND):
+        raise ZdinitError(
+            f"{label}: {step.labels}: the kit says the memmap was "
+            f"{'' if init.on_demand else 'not '}left to be built on "
+            f"demand, and {len(step.background_ms)} background builds "
+            "finished in the step")
 
 
 def collect_memmap(samples, spec, run, kernel, first_round):
@@ -158,6 +197,9 @@ def summary(record, samples):
     ratios, from samples: {(measured, kernel, strategy): samples_ms}."""
     fields = stats.summarize(record["samples_ms"])
     what, kernel = measured(record), record["kernel"]
+    # A background build is compared with the others' whole bind.
+    if record.get("metric") == BACKGROUND:
+        what = what[:-1] + (None,)
     stock = next((samples[key] for key in
                   ((what, name, "default") for name in build.names_of("stock"))
                   if key in samples), None)

@@ -18,7 +18,12 @@ MAX_N = 1000
 # The memmap strategies the series' debugfs knob takes.  "NAME@T" also
 # sets the number of threads that build each range (the parallel-init
 # patch's threads knob); without "@T" the kernel chooses.
-STRATEGIES = ("auto", "slow", "template", "stream")
+STRATEGIES = ("auto", "slow", "template", "stream", "demand")
+# The one that leaves the memmap of a pgmap whose driver asks for it to be
+# built on demand and in the background, as the kernel offered does; the
+# others build the whole memmap before the bind returns.  Only a base with
+# the on-demand series has it.
+ON_DEMAND = "demand"
 MAX_THREADS = 64
 # The method of the posted series "mm: optimize zone-device memmap
 # initialization" (v1-v5), which the mm tree has queued for 7.4: a struct
@@ -26,6 +31,22 @@ MAX_THREADS = 64
 # every range, on the thread that asked.  The bench compares the patched
 # kernel's other strategies with it too.
 UPSTREAM_METHOD = "stream@1"
+
+
+def base_strategies(base):
+    """The strategies the series of base has."""
+    on_demand = base.has_part("zone-device", "demand")
+    return tuple(s for s in STRATEGIES if s != ON_DEMAND or on_demand)
+
+
+def check_base_strategies(strategies, base):
+    """Refuse a strategy the series of base does not have."""
+    missing = [s for s in strategies or ()
+               if strategy_name(s) not in base_strategies(base)]
+    if missing:
+        raise UsageError(f"strategy {missing[0]}: base {base.name}'s series "
+                         "builds every memmap before the bind returns; "
+                         "choose from " + ", ".join(base_strategies(base)))
 
 
 def strategy_name(strategy):

@@ -67,25 +67,33 @@ class Base:
         return (f"deb [signed-by={DEBIAN_KEYRING}] {self.archive} "
                 f"{self.suite} main")
 
+    def has_part(self, stack, name):
+        """Whether this base's stack has a part called name."""
+        return any(part.name == name for part in self.stacks[stack])
+
     def series_dir(self, part):
         """The directory of one Part of this base's stacks."""
         return paths.PATCHES / f"linux-{self.name}-{part.name}"
 
 
-# The ZONE_DEVICE and onlining work as six series, each with its own cover
-# letter, on top of what upstream queued for 7.4; the last, the kit
-# (timing, test hooks, KUnit, debugfs), is the harness's and not for
-# merging.
+# The ZONE_DEVICE and onlining work as six series (seven on 7.3), each
+# with its own cover letter, on top of what upstream queued for 7.4; the
+# last, the kit (timing, test hooks, debugfs), is the harness's and not
+# for merging.
 ZONE_DEVICE_PARTS = (Part("templates"), Part("store-policy"),
                      Part("parallel"), Part("onlining"), Part("contiguity"),
                      Part("kit", for_merging=False))
+# 7.3 has a seventh before the kit: the memmap of a pgmap whose driver
+# asks for it built on demand and in the background (not backported).
+ZONE_DEVICE_PARTS_ON_DEMAND = (ZONE_DEVICE_PARTS[:-1] + (Part("demand"),)
+                               + ZONE_DEVICE_PARTS[-1:])
 
 BASES = {b.name: b for b in (
     Base("6.12", "linux-source-6.12", "6.12.117-1~deb12u1",
          "e849faf31ca3555757f3a8877cb01af92122f744f75d1f3102734651c4e14703",
          "bookworm-security", ("none", "voluntary", "full"), ("none", "full"),
          stacks={
-             # 7.3's six series backported, cut the same way.
+             # Six of 7.3's seven series backported, cut the same way.
              "zone-device": ZONE_DEVICE_PARTS,
              # Its last patch is the harness's debugfs switch.
              "clear": (Part("clear", for_merging=None),)},
@@ -95,7 +103,7 @@ BASES = {b.name: b for b in (
          "703e369ddd4cce971452f5a593ee55df3a5c10c83caf0fa0df039633ed181ee3",
          "trixie-backports", ("full", "lazy"), ("lazy", "full"),
          stacks={
-             "zone-device": ZONE_DEVICE_PARTS,
+             "zone-device": ZONE_DEVICE_PARTS_ON_DEMAND,
              # Its last patch is the harness's debugfs switch.
              "clear": (Part("clear", for_merging=None),)},
          note="where upstream's multi-page clearing is merged"),

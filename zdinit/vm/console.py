@@ -22,7 +22,14 @@ MEMMAP_LINE = re.compile(
     r"(?P<value>\d+)(?P<unit>ms|us)"
     rf"(?:, {_BUILT}(?:, {_THREADS})?)?")
 REPORT_LINE = re.compile(
-    rf"memmap_init_zone_device built (?P<pages>\d+) pages: {_BUILT}, {_THREADS}")
+    rf"memmap_init_zone_device built (?P<pages>\d+) pages: {_BUILT}, {_THREADS}"
+    r"(?P<on_demand>, on demand)?")
+# Where the memmap of a pgmap is built on demand, the kernel's line when
+# its background build has written the last unit: from when
+# memremap_pages() queued it, in milliseconds from jiffies.
+BACKGROUND_LINE = re.compile(
+    r"zone_device_memmap_build_unit: built \S+ in the background in "
+    r"(?P<ms>\d+)ms")
 # Memory onlining (the series' onlining timing): move_pfn_range_to_zone()
 # times the memmap and, where it still walks (the series before it
 # counted pages; consoles captured then, in tests/data), the zone
@@ -50,6 +57,8 @@ class MemmapInit:
     strategy: str | None
     written: int | None
     threads: int | None = None
+    # The kit's report says the rest of the range is built on demand.
+    on_demand: bool = False
 
 
 @dataclasses.dataclass
@@ -78,6 +87,11 @@ class Step:
     moves: list = dataclasses.field(default_factory=list)
     onlines: list = dataclasses.field(default_factory=list)
     wall: dict | None = None     # "@@zdinit wall us=..." of a hotplug step
+    # BACKGROUND_LINE's milliseconds, one per background build finished.
+    background_ms: list = dataclasses.field(default_factory=list)
+    # "@@zdinit fault first_ns=N last_ns=N": the first write to each end
+    # of a device-dax mapping right after the bind.
+    faults: dict | None = None
     # tracefs' lines for the step ("@@trace ..."), kprobe events of the
     # functions guest/trace.sh probes: trace.calls() pairs them.
     trace: list = dataclasses.field(default_factory=list)
@@ -228,6 +242,7 @@ def add_report(memmap, line):
     memmap[-1].strategy = m.group("strategy")
     memmap[-1].written = int(m.group("written"))
     memmap[-1].threads = int(m.group("threads"))
+    memmap[-1].on_demand = bool(m.group("on_demand"))
 
 
 def kit_lines(memmap):
@@ -280,6 +295,9 @@ def parse(console):
             if init:
                 current.memmap.append(init)
             add_report(current.memmap, kline)
+            m = BACKGROUND_LINE.search(kline)
+            if m:
+                current.background_ms.append(float(m.group("ms")))
             m = MEMREMAP_LINE.search(kline)
             if m:
                 current.memremap_ns.append(int(m.group("ns")))
@@ -315,6 +333,8 @@ def parse(console):
             run.devices.append(dict(_labels(attrs), name=name))
         elif kind == "region":
             run.region = _labels(rest)
+        elif kind == "fault" and current is not None:
+            current.faults = {k: int(v) for k, v in _labels(rest).items()}
         elif kind == "wall" and current is not None:
             current.wall = {k: int(v) for k, v in _labels(rest).items()}
         elif kind in ("hotplug", "hpverify"):
