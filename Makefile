@@ -28,14 +28,16 @@ bench:
 # end-to-end tests.  The default base (7.3): every patch of its
 # ZONE_DEVICE and clear series applied and checkpatch'd, the ZONE_DEVICE
 # series built whole (its prefixes, arm64 and the clear series in
-# test-full), every scenario booted small on stock and the series, the
-# memmap equality test with KUnit, the safety checks.  The 6.12
-# backport: both series applied and checkpatch'd.
+# test-full), every scenario booted small on the series, the memmap
+# equality test with KUnit, the safety checks against stock's recorded
+# outcomes (stock is built and booted in test-full).  The 6.12 backport:
+# both series applied and checkpatch'd.
 test:
 	$(NO_BASE)$(ZDINIT) test
 
-# Everything in 'test' plus each prefix of 7.3's ZONE_DEVICE series
-# built, the whole series for arm64 booting its KUnit suite, each prefix
+# Everything in 'test' plus stock 7.3 in every bench scenario and every
+# safety check (its outcomes checked against the record), each prefix of
+# 7.3's ZONE_DEVICE series built, the whole series for arm64 booting its KUnit suite, each prefix
 # of 7.3's clear series built, its zero read-back and the check failing
 # on a deliberately broken clear, and, on
 # 6.12, the KUnit suite in a small x86-64 kernel, each prefix of both

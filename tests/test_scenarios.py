@@ -84,8 +84,9 @@ def test_only_a_base_with_the_on_demand_series_has_its_strategy():
     assert scenarios.ON_DEMAND in scenarios.base_strategies(bases.get("7.3"))
     assert scenarios.base_strategies(bases.get("6.12")) == tuple(
         s for s in scenarios.STRATEGIES if s != scenarios.ON_DEMAND)
-    scenarios.check_base_strategies(["demand@2", "auto"], bases.get("7.3"))
-    with pytest.raises(UsageError, match="strategy demand@2: base 6.12's "
+    scenarios.check_base_strategies(["demand", "auto"], bases.get("7.3"))
+    with pytest.raises(UsageError, match="strategy demand: base 6.12's "
                        "series builds every memmap before the bind returns"):
-        scenarios.check_base_strategies(["auto", "demand@2"],
+        scenarios.check_base_strategies(["auto", "demand"],
                                         bases.get("6.12"))
+    assert "give it without @" in scenarios.check_strategy("demand@2")

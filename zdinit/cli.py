@@ -791,9 +791,13 @@ def parser():
                                    scenarios.check_strategy,
                                    rename=plain_threads),
                    help="patched kernel strategies, NAME or NAME@THREADS "
-                   f"(THREADS 1..{scenarios.MAX_THREADS}), "
-                   "interleaved in each boot (default: "
-                   + ",".join(BENCH_STRATEGIES) + "; kmem and virtio-mem "
+                   f"(THREADS 1..{scenarios.MAX_THREADS}): "
+                   + ", ".join(STRATEGIES) + " (demand: on 7.3 only, "
+                   "no @THREADS; the memmap built on demand, with rows "
+                   "'background' and, for devdax, 'fault, first 2M' and "
+                   "'fault, last 2M'), interleaved in each boot "
+                   "(default: " + ",".join(BENCH_STRATEGIES) + ", demand "
+                   "on 7.3 only; kmem and virtio-mem "
                    "online with them only when given)")
     r.add_argument("--rounds", type=int, default=2,
                    help="boots per kernel, alternating kernels, "
@@ -831,16 +835,18 @@ def parser():
     t.set_defaults(func=cmd_memmap_equality, validate=check_memmap_equality)
 
     sf = sub.add_parser("safety", help="data integrity, guards, churn and "
-                        "debug-kernel checks in QEMU, stock vs patched")
+                        "debug-kernel checks in QEMU, the series against "
+                        "stock (booted, or its recorded outcomes)")
     sf.add_argument("--full", action="store_true",
                     help="add the tracepoint and KASAN/lockdep kernels")
     sf.add_argument("--stock-record", action="store_true",
                     help="compare the series with stock's outcomes as "
                     "recorded in zdinit/checks/stock-safety.json instead of "
-                    "building and booting stock")
+                    "building and booting stock (what make test runs)")
     sf.add_argument("--record-stock", action="store_true",
-                    help="write stock's outcomes of this run to "
-                    "zdinit/checks/stock-safety.json")
+                    help="boot stock and the series and write stock's "
+                    "outcomes to zdinit/checks/stock-safety.json (a tracked "
+                    "file: commit it); not with --stock-record")
     add_base_option(sf)
     sf.set_defaults(func=cmd_safety, validate=check_safety)
 
@@ -899,7 +905,8 @@ def parser():
                         "cache or lock)")
     which = ts.add_mutually_exclusive_group()
     which.add_argument("--full", action="store_true", help="also the heavier "
-                       "checks (make test-full): each prefix of 7.3's "
+                       "checks (make test-full): stock 7.3 in every bench "
+                       "scenario and safety check, each prefix of 7.3's "
                        "ZONE_DEVICE series, its arm64 KUnit boot, 7.3's "
                        "clear kernels and zero read-back, 6.12's "
                        "KUnit kernel, prefix builds and memmap self-test, the "

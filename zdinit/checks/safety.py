@@ -16,7 +16,7 @@ from zdinit.kernel import build
 from zdinit.results import report
 from zdinit.vm import guest as vm_guest, qemu
 from zdinit.units import GiB, MiB
-from zdinit.errors import ZdinitError
+from zdinit.errors import UsageError, ZdinitError
 
 # Churn reads MemFree after every cycle.  Single readings swing by about
 # one memmap of the 2 GiB namespace (32 MiB, freed late through per-CPU
@@ -314,10 +314,10 @@ def recorded_outcomes(base):
     recorded = json.loads(STOCK_RECORD.read_text()).get(base.name) \
         if STOCK_RECORD.exists() else None
     if not recorded:
-        raise ZdinitError(f"{STOCK_RECORD.name} records no stock outcomes "
-                          f"for base {base.name}; record them with "
-                          f"'python3 -m zdinit safety --base {base.name} "
-                          "--record-stock'")
+        raise UsageError(f"{STOCK_RECORD} records no stock outcomes for "
+                         f"base {base.name}; record them with 'python3 -m "
+                         f"zdinit safety --base {base.name} --record-stock' "
+                         "(boots stock and the series)")
     return {check: (entry["job"], tuple(entry["outcome"]))
             for check, entry in recorded.items()}
 
@@ -359,7 +359,9 @@ def check_record(rows, base):
              "detail": (f"{len(recorded)} outcomes as recorded in "
                         f"{STOCK_RECORD.name}") if not differ else
              (f"{differ[0]}: stock gave {said(stock, differ[0])}, "
-              f"{STOCK_RECORD.name} has {said(recorded, differ[0])}"),
+              f"{STOCK_RECORD.name} has {said(recorded, differ[0])}; if "
+              "stock's outcome changed on purpose, record it again with "
+              "--record-stock"),
              "raw": {}}]
 
 
@@ -420,9 +422,10 @@ def run(targets, accel, base, full=False, stock_record=False,
                 * qemu.CHECK_IMAGE_BYTES):
             rows += job_rows
         compare_with_stock(rows, recorded)
-        rows += check_record(rows, base)
         if record:
             record_stock(rows, base)
+        else:
+            rows += check_record(rows, base)
         (partial / "safety.json").write_text(json.dumps(rows, indent=1) + "\n")
         (partial / "safety.md").write_text("# zdinit safety checks\n\n"
                                            + table(rows) + "\n")

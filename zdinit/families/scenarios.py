@@ -59,7 +59,11 @@ def check_strategy(strategy):
     name, at, threads = strategy.partition("@")
     if name not in STRATEGIES:
         return (f"unknown strategy '{strategy}'; choose from "
-                + ", ".join(STRATEGIES) + f", each optionally @1..@{MAX_THREADS}")
+                + ", ".join(STRATEGIES) + f", each but {ON_DEMAND} optionally "
+                f"@1..@{MAX_THREADS}")
+    if at and name == ON_DEMAND:
+        return (f"strategy '{strategy}': {ON_DEMAND}'s background build takes "
+                "its own thread count; give it without @")
     if at and not (threads.isdigit() and 1 <= int(threads) <= MAX_THREADS):
         return (f"strategy '{strategy}': the thread count after @ must be "
                 f"1..{MAX_THREADS}")
