@@ -27,15 +27,21 @@ devdax_verify_step() {
 		used=$(last_strategy) bytes=$bytes "detail=$(echo $out | tr ' ' _)"
 }
 
-# The same for files on ext4 mounted with DAX.
-integrity_fsdax() {
-	set_strategy "${STRATEGIES%% *}"
-	step "phase=first strategy=${STRATEGIES%% *} align=" \
+# An fsdax namespace bound with strategy $1 (already set), a fresh ext4
+# on it mounted with DAX at /mnt.
+fsdax_mounted() {
+	step "phase=first strategy=$1 align=" \
 		ndctl create-namespace -f -e "$NS" -m fsdax -M dev
 	mkfs.ext4 -q -F /dev/pmem0 || fail "mkfs.ext4 /dev/pmem0"
 	mkdir -p /mnt
 	mount -o dax /dev/pmem0 /mnt || fail "mount -o dax"
 	grep -q "/mnt ext4 .*dax" /proc/mounts || fail "ext4 did not mount with dax"
+}
+
+# The same for files on ext4 mounted with DAX.
+integrity_fsdax() {
+	set_strategy "${STRATEGIES%% *}"
+	fsdax_mounted "${STRATEGIES%% *}"
 	for i in 1 2 3 4 5 6 7 8; do
 		dd if=/dev/urandom of=/mnt/file$i bs=1M count=8 2>/dev/null ||
 			fail "writing /mnt/file$i"
@@ -87,12 +93,7 @@ on_demand_held() {
 	done
 	/zdinit/zdcheck ends /dev/dax0.0 "$bytes" 11 >/dev/null 2>&1 && result=pass || result=fail
 	check held-rebind $result cycles=3
-	step "phase=first strategy=demand align=" \
-		ndctl create-namespace -f -e "$NS" -m fsdax -M dev
-	mkfs.ext4 -q -F /dev/pmem0 || fail "mkfs.ext4 /dev/pmem0"
-	mkdir -p /mnt
-	mount -o dax /dev/pmem0 /mnt || fail "mount -o dax"
-	grep -q "/mnt ext4 .*dax" /proc/mounts || fail "ext4 did not mount with dax"
+	fsdax_mounted demand
 	mapped=$((64 << 20))
 	fallocate -l $mapped /mnt/mapped || fail "fallocate /mnt/mapped"
 	/zdinit/zdcheck fill /mnt/mapped $mapped 13 >/dev/null || fail "zdcheck fill /mnt/mapped"
