@@ -1,11 +1,9 @@
 """The clear series' checks: cleared pages read back zero under every
 preemption model and method, and the kernel's hugetlb and THP selftests
 pass and fail as on stock; each guest booted by boot.boot_check()."""
-import json
-import os
 import pathlib
 
-from zdinit.checks import boot
+from zdinit.checks import boot, records
 from zdinit.families import clearing, scenarios
 from zdinit.kernel import initramfs, source
 from zdinit.units import MiB
@@ -94,13 +92,9 @@ def check_selftests(preempt, base, kernels=("clear-stock", "clear"),
     lines = [line for model, outcome in outcomes.items()
              for line in same_selftest_outcomes(outcome, model)]
     if record:
-        recorded = json.loads(record.read_text()) if record.exists() else {}
-        recorded.setdefault(base.name, {}).update(
-            {model: outcome[kernels[0]] for model, outcome in outcomes.items()})
-        partial = record.with_name(record.name + ".partial")
-        partial.write_text(json.dumps(recorded, indent=1, sort_keys=True)
-                           + "\n")
-        os.replace(partial, record)
+        records.write(record, base, {model: outcome[kernels[0]]
+                                     for model, outcome in outcomes.items()},
+                      merge=True)
         lines.append(f"stock outcomes recorded in {record}")
     return lines
 
@@ -108,7 +102,7 @@ def check_selftests(preempt, base, kernels=("clear-stock", "clear"),
 def check_selftests_against_record(preempt, base, kernel="clear"):
     """Like check_selftests(), with stock's outcomes on base from
     STOCK_SELFTESTS."""
-    stock = json.loads(STOCK_SELFTESTS.read_text()).get(base.name, {})
+    stock = records.of_base(STOCK_SELFTESTS, base)
     names = base_selftests(base)
     for model in preempt:
         if sorted(stock.get(model, {})) != sorted(names):

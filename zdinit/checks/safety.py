@@ -5,12 +5,11 @@ between stock and patched stands out in the table.
 """
 import dataclasses
 import json
-import os
 import pathlib
 from typing import Callable
 
 from zdinit import progress
-from zdinit.checks import boot
+from zdinit.checks import boot, records
 from zdinit.families import onlining, scenarios
 from zdinit.kernel import build
 from zdinit.results import report
@@ -311,8 +310,7 @@ def stock_outcomes(rows):
 def recorded_outcomes(base):
     """{check: (job, outcome)} as STOCK_RECORD has them for base; a
     one-line error where it has none."""
-    recorded = json.loads(STOCK_RECORD.read_text()).get(base.name) \
-        if STOCK_RECORD.exists() else None
+    recorded = records.of_base(STOCK_RECORD, base)
     if not recorded:
         raise UsageError(f"{STOCK_RECORD} records no stock outcomes for "
                          f"base {base.name}; record them with 'python3 -m "
@@ -330,21 +328,16 @@ def record_stock(rows, base):
         raise ZdinitError("stock reported "
                           f"{', '.join(sorted(stock)) or 'none'} of the "
                           f"checks to record ({', '.join(sorted(SAME_AS_STOCK))})")
-    recorded = json.loads(STOCK_RECORD.read_text()) \
-        if STOCK_RECORD.exists() else {}
-    recorded[base.name] = {check: {"job": job, "outcome": list(result)}
-                           for check, (job, result) in sorted(stock.items())}
-    partial = STOCK_RECORD.with_name(STOCK_RECORD.name + ".partial")
-    partial.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
-    os.replace(partial, STOCK_RECORD)
+    records.write(STOCK_RECORD, base,
+                  {check: {"job": job, "outcome": list(result)}
+                   for check, (job, result) in stock.items()}, merge=False)
 
 
 def check_record(rows, base):
     """A row saying whether stock, booted in this run, still gives the
     outcomes STOCK_RECORD has for base; none where it has no record."""
     stock = stock_outcomes(rows)
-    if not stock or not (STOCK_RECORD.exists() and base.name in
-                         json.loads(STOCK_RECORD.read_text())):
+    if not stock or not records.of_base(STOCK_RECORD, base):
         return []
     recorded = recorded_outcomes(base)
     differ = sorted(c for c in set(stock) | set(recorded)

@@ -18,12 +18,12 @@ MAX_N = 1000
 # The memmap strategies the series' debugfs knob takes.  "NAME@T" also
 # sets the number of threads that build each range (the parallel-init
 # patch's threads knob); without "@T" the kernel chooses.
-STRATEGIES = ("auto", "slow", "template", "stream", "demand")
-# The one that leaves the memmap of a pgmap whose driver asks for it to be
-# built on demand and in the background, as the kernel offered does; the
-# others build the whole memmap before the bind returns.  Only a base with
-# the on-demand series has it.
+# The last, ON_DEMAND, leaves the memmap of a pgmap whose driver asks for
+# it to be built on demand and in the background, as the kernel offered
+# does; the others build the whole memmap before the bind returns.  Only a
+# base with the on-demand series has it.
 ON_DEMAND = "demand"
+STRATEGIES = ("auto", "slow", "template", "stream", ON_DEMAND)
 MAX_THREADS = 64
 # The method of the posted series "mm: optimize zone-device memmap
 # initialization" (v1-v5), which the mm tree has queued for 7.4: a struct
