@@ -27,27 +27,38 @@ emit() { echo "@@zdinit $*"; }
 # in the background (BUILDING=1 until the kernel says it finished).
 USED=none
 BUILDING=0
+ON_DEMAND_REPORT=', on demand'
+BACKGROUND_DONE='in the background in'
 kmsg() {
 	log=$(dmesg -c)
 	[ -n "$log" ] || return 0
 	echo "$log" | sed 's/^/@@kmsg /'
 	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device built [0-9]* pages: \([a-z]*\),.*/\1/p' | tail -n 1)
 	[ -n "$used" ] && USED=$used
-	echo "$log" | grep -q 'memmap_init_zone_device built .*, on demand' && BUILDING=1
-	echo "$log" | grep -q 'in the background in [0-9]*ms' && BUILDING=0
+	echo "$log" | grep -q "memmap_init_zone_device built .*$ON_DEMAND_REPORT" && BUILDING=1
+	echo "$log" | grep -q "$BACKGROUND_DONE [0-9]*ms" && BUILDING=0
 	return 0
 }
 
 # Wait for the background build kmsg saw start, its line forwarded with
-# the step's, so that the next step does not cut it short.
+# the step's, so that the next step does not cut it short.  zdkmsg sleeps
+# until the kernel logs the line: a loop of sleep and dmesg would take a
+# vCPU from the build it waits for.
 wait_background() {
-	waited=0
 	while [ $BUILDING = 1 ]; do
-		[ $waited -lt 6000 ] || fail "no background build finished within 600 s"
-		sleep 0.1
-		waited=$((waited + 1))
+		/zdinit/zdkmsg wait "$BACKGROUND_DONE" 600 ||
+			fail "no background build finished within 600 s"
 		kmsg
 	done
+}
+
+# The same before kmsg has read the step's log: if the bind left a memmap
+# to be built on demand (the kit's report), sleep until the background
+# build ends, the step's log and trace still unread, so that the guest
+# stays idle while it runs, as it does while a synchronous bind runs.
+settle_background() {
+	/zdinit/zdkmsg wait "$BACKGROUND_DONE" 600 "$ON_DEMAND_REPORT" ||
+		fail "no background build finished within 600 s"
 }
 
 fail() {
@@ -61,12 +72,27 @@ fail() {
 # the command's output in $out, for a caller that reports more before
 # step_close.
 step_run() {
-	label=$1
+	step_begin "$1"
 	shift
+	step_command "$@"
+	step_report
+}
+
+# The three parts of step_run, for a step that does more between its
+# command and its report: step_begin LABEL, step_command COMMAND...,
+# step_report.
+step_begin() {
+	label=$1
 	kmsg
 	trace_clear
 	emit "begin $label$TRACE_LABEL"
+}
+
+step_command() {
 	out=$("$@" 2>&1) || { echo "$out"; fail "step '$label' failed: $*"; }
+}
+
+step_report() {
 	kmsg
 	trace_read
 }

@@ -42,9 +42,11 @@ bind_and_rebind() {
 
 # shellcheck disable=SC2154  # round: each_round (common.sh)
 rebind_step() {
-	step_run "phase=rebind strategy=$strategy align=$align iter=$round" rebind
+	step_begin "phase=rebind strategy=$strategy align=$align iter=$round"
+	step_command rebind
 	[ "$mode" = devdax ] && first_faults
-	wait_background
+	settle_background
+	step_report
 	step_close
 }
 

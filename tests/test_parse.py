@@ -1,4 +1,6 @@
 """Parsing real guest consoles captured from zdinit runs (tests/data)."""
+import functools
+
 import pytest
 
 from conftest import DATA
@@ -285,3 +287,34 @@ def test_rebind_records_carry_the_guest_llc():
 def test_auto_strategy_is_the_store_rule_in_the_kernel_names(written, llc,
                                                              want):
     assert scenarios.auto_strategy(written, llc) == want
+
+
+def rebind_steps(strategies, rounds, align=""):
+    """Console lines of a guest that rebound each strategy rounds times."""
+    lines = ["@@zdinit start scenario=fsdax-dev"]
+    for r in range(1, rounds + 1):
+        for strategy in strategies:
+            labels = f"phase=rebind strategy={strategy} align={align} iter={r}"
+            lines += [f"@@zdinit begin {labels}", f"@@zdinit done {labels}"]
+    return "\n".join(lines + ["@@zdinit end rc=0"])
+
+
+@pytest.mark.parametrize("rounds, strategies, refused", [
+    (2, ("auto", "demand"), None),
+    (0, (), "rebound 0 times with strategy auto, not 2"),
+    (2, ("auto",), "rebound 0 times with strategy demand, not 2"),
+    (1, ("auto", "demand"), "rebound 1 times with strategy auto, not 2"),
+], ids=["whole", "no-step", "a-strategy-missing", "stopped-early"])
+def test_a_guest_that_did_not_rebind_every_strategy_is_refused(
+        rounds, strategies, refused):
+    """A scenario script that stopped early or never ran (a function it
+    calls missing: the guest still ends with rc=0) is not a run."""
+    run = console.parse(rebind_steps(strategies, rounds))
+    spec, = scenarios.plan(["fsdax-dev"], size="256M")
+    check = functools.partial(rebind.check_rebinds, spec, run, "x",
+                              ("auto", "demand"), 2)
+    if refused is None:
+        check()
+    else:
+        with pytest.raises(ZdinitError, match=refused):
+            check()

@@ -117,25 +117,43 @@ LINE = ("memmap_init_zone_device initialised 262144 pages in 120500us, "
         "stream, 262144 struct pages written, 1 thread")
 
 
+def rebind_events(memremap=True):
+    """A traced rebind: memmap_init_zone_device() inside memremap_pages()."""
+    inner = [event("memmap_init_zone_device", 1_000_000,
+                   args=" nr_pages=262144"),
+             event("memmap_init_zone_device", 1_121_000, ret=True)]
+    if not memremap:
+        return [header(2, 2)] + inner
+    return [header(4, 4), event("memremap_pages", 940_000)] + inner + \
+        [event("memremap_pages", 1_130_500, ret=True)]
+
+
 def test_rebind_step_times_are_the_traced_ones():
     run = console.parse(console_of([(
         "phase=rebind strategy=auto align= iter=1", [LINE],
-        [header(2, 2),
-         event("memmap_init_zone_device", 1_000_000, args=" nr_pages=262144"),
-         event("memmap_init_zone_device", 1_121_000, ret=True)])]))
+        rebind_events())]))
     step, = run.steps
     spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
-    assert rebind.timings(spec, step, "t") == [("", 121.0)]
+    assert rebind.timings(spec, step, "t") == [
+        ("", 121.0), (rebind.MEMREMAP, 190.5)]
     log = dataclasses.replace(spec, timing="log")
     assert rebind.timings(log, step, "t") == [("", 120.5)]
+
+
+def test_a_traced_rebind_without_its_memremap_pages_is_refused():
+    run = console.parse(console_of([(
+        "phase=rebind strategy=auto align= iter=1", [LINE],
+        rebind_events(memremap=False))]))
+    step, = run.steps
+    spec = scenarios.plan(["fsdax-dev"], "1G", 1)[0]
+    with pytest.raises(ZdinitError, match="0 memremap_pages calls traced"):
+        rebind.timings(spec, step, "t")
 
 
 def test_ab_steps_are_labelled_and_timed_both_ways():
     traced, untraced = console.parse(console_of([
         ("phase=rebind strategy=auto align= iter=1 trace=on", [LINE],
-         [header(2, 2),
-          event("memmap_init_zone_device", 1_000_000, args=" nr_pages=262144"),
-          event("memmap_init_zone_device", 1_121_000, ret=True)]),
+         rebind_events()),
         ("phase=rebind strategy=auto align= iter=2 trace=off", [LINE],
          [header(0, 0)])])).steps
     spec = scenarios.plan(["fsdax-dev"], "1G", 1, timing="ab")[0]

@@ -2,6 +2,8 @@
 (guest/rebind.sh), memmap_init_zone_device()'s own time per rebind.
 Its boot parameters, checks, records, table and plot; the onlining
 family (onlining.py) builds on them."""
+import collections
+
 from zdinit.families import scenarios, tracing_cost
 from zdinit.families.protocol import BootPlan
 from zdinit.kernel import build
@@ -25,21 +27,27 @@ def boot_params(spec, target, n, verify, aligns):
     return params
 
 
-def traced_ms(step, label):
-    """memmap_init_zone_device()'s one traced time in a step.  (Its
-    nr_pages argument counts the altmap's own pages, which the kernel's
-    line leaves out: the line's count is the one checked, in
-    check_run.)"""
+def traced_ms(step, label, func=trace.MEMMAP):
+    """The one traced time of func in a step: memmap_init_zone_device()
+    (Step.traced_memmap) or the memremap_pages() around it
+    (Step.traced_memremap).  (memmap_init_zone_device()'s nr_pages
+    argument counts the altmap's own pages, which the kernel's line
+    leaves out: the line's count is the one checked, in check_run.)"""
     try:
-        calls = step.traced_memmap()
+        calls = (step.traced_memremap() if func == trace.MEMREMAP
+                 else step.traced_memmap())
     except trace.TraceError as err:
         raise ZdinitError(f"{label}: step {step.labels}: {err}") from None
     if len(calls) != 1:
         raise ZdinitError(f"{label}: step {step.labels}: {len(calls)} "
-                          f"{trace.MEMMAP} calls traced, not 1")
+                          f"{func} calls traced, not 1")
     return calls[0]
 
 
+# The metric of the whole memremap_pages() that a traced step's
+# memmap_init_zone_device() ran in: the bind as its caller waits for it,
+# with the vmemmap populated and the pgmap's ranges mapped.
+MEMREMAP = "memremap_pages"
 # The metric of a step whose memmap was built on demand: the kernel's
 # time from memremap_pages() queueing the background build to its last
 # unit (console.BACKGROUND_LINE).  Its records are compared with the bind
@@ -65,14 +73,36 @@ def timings(spec, step, label):
         ((FAULT_FIRST, "first_ns"), (FAULT_LAST, "last_ns")) if key in faults]
 
 
+# What the rows of each metric time, for the notes under the table.
+METRIC_NOTES = {
+    MEMREMAP: "Rows ': memremap_pages': the whole memremap_pages() around "
+              "the same memmap_init_zone_device(), timed by its own kprobe "
+              "events: the bind as the driver waits for it, with the "
+              "vmemmap populated and the ranges mapped.",
+    BACKGROUND: "Rows ': background': the kernel's own line, in whole "
+                "jiffies, from memremap_pages() queueing the background "
+                "build of a memmap left to be built on demand to its last "
+                "unit built; its ratios compare it with the other kernels' "
+                "and strategies' whole memmap_init_zone_device().",
+    FAULT_FIRST: "Rows ': fault, first 2M' and ': fault, last 2M': the "
+                 "first write to the first and to the last 2 MiB of the "
+                 "device-dax mapping right after each bind, in the guest "
+                 "(CLOCK_MONOTONIC); with the memmap built on demand the "
+                 "last one lands where the background build has not "
+                 "reached yet.",
+}
+
+
 def bind_timings(spec, step, label):
-    """timings() of the bind alone."""
+    """timings() of the bind alone: with timing "trace", the
+    memremap_pages() around it too (MEMREMAP)."""
     if spec.timing == "log":
         return [("", step.ms)]
     if spec.timing == "trace":
         if not step.traced:
             raise ZdinitError(f"{label}: step {step.labels} was not traced")
-        return [("", traced_ms(step, label))]
+        return [("", traced_ms(step, label)),
+                (MEMREMAP, traced_ms(step, label, trace.MEMREMAP))]
     if step.labels.get("trace") not in ("on", "off"):
         raise ZdinitError(f"{label}: step {step.labels} says neither "
                           "trace=on nor trace=off")
@@ -108,6 +138,22 @@ def check_run(spec, run, label, verify):
                 raise ZdinitError(
                     f"{label}: {step.labels}: {init.written} struct pages "
                     f"written, expected {want_written}")
+
+
+def check_rebinds(spec, run, label, strategies, share):
+    """Every strategy rebound share times at each alignment: a guest whose
+    scenario stopped early, or never started, is refused."""
+    done = collections.Counter((step.labels.get("align", ""),
+                                step.labels.get("strategy"))
+                               for step in run.steps
+                               if step.labels.get("phase") == "rebind")
+    for align in spec.aligns:
+        for strategy in strategies:
+            if done[align, strategy] != share:
+                where = f" at align {align}" if align else ""
+                raise ZdinitError(
+                    f"{label}: the guest rebound {done[align, strategy]} "
+                    f"times with strategy {strategy}{where}, not {share}")
 
 
 def check_background(step, label):
@@ -390,6 +436,7 @@ class Rebind:
                 "strategies")
 
     def check(self, spec, run, label, target, variation, share, verify):
+        check_rebinds(spec, run, label, target.strategies, share)
         check_run(spec, run, label, verify)
 
     def collect(self, samples, spec, run, target, share, first_round):
@@ -462,6 +509,9 @@ class Rebind:
                 "kernel's own code.")
         if timing == "ab":
             notes.append(tracing_cost.NOTE)
+        metrics = {r.get("metric") for r in results["runs"]}
+        notes += [text for metric, text in METRIC_NOTES.items()
+                  if metric in metrics]
         return notes + tcg_note(results) + icount_note(results)
 
     def plot(self, runs, path):

@@ -132,7 +132,8 @@ DISPATCHER = "scenario.sh"
 GUEST_SCRIPTS = (DISPATCHER, "common.sh", "trace.sh", "rebind.sh", "safety.sh",
                  "clear.sh", "hotplug.sh", "ndctl.sh",
                  "onlining-selftests.sh", "store-rule.sh")
-GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"], "zdonline": []}
+GUEST_TOOLS = {"zdcheck": [], "zdclear": ["-lpthread"], "zdkmsg": [],
+               "zdonline": []}
 # Kernel modules the guest loads itself, from the kernel's build directory.
 GUEST_MODULES = {"virtio_mem.ko": "drivers/virtio/virtio_mem.ko"}
 

@@ -112,6 +112,12 @@ class Step:
         """memmap_init_zone_device()'s traced calls: ms each."""
         return [c.us / 1000.0 for c in trace.find(self.calls, trace.MEMMAP)]
 
+    def traced_memremap(self):
+        """The traced memremap_pages() calls that initialised a memmap
+        (a memmap_init_zone_device() inside): ms each."""
+        return [c.us / 1000.0 for c in trace.find(self.calls, trace.MEMREMAP)
+                if trace.find(c.calls, trace.MEMMAP)]
+
     def traced_moves(self):
         """Every traced move_pfn_range_to_zone() as a MoveTiming: the
         memmap_init_range() inside it and, where the kernel walks, the

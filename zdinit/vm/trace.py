@@ -15,10 +15,11 @@ from zdinit.errors import ZdinitError
 
 # Every function the guest probes, with the arguments its entry probe
 # records (kprobe fetch arguments).  None is left to inlining: each is
-# called from another file than its own (online_pages(),
+# called from another file than its own (memremap_pages(), online_pages(),
 # memmap_init_zone_device(), memmap_init_range(), undo_isolate_page_range(),
 # memory_notify()) or is checked in the built kernel
 # (kernel/tracing.py: every one must be a function in System.map).
+MEMREMAP = "memremap_pages"
 MEMMAP = "memmap_init_zone_device"
 ONLINE = "online_pages"
 MOVE = "move_pfn_range_to_zone"
@@ -29,6 +30,9 @@ UNISOLATE = "undo_isolate_page_range"
 CONTIGUOUS = "set_zone_contiguous"
 PROBES = {
     "rebind": {
+        # memremap_pages(pgmap, nid): the whole bind of a pgmap, with the
+        # vmemmap it populates, around memmap_init_zone_device()
+        MEMREMAP: "",
         # memmap_init_zone_device(zone, start_pfn, nr_pages, pgmap)
         MEMMAP: "nr_pages=$arg3:u64",
     },
