@@ -93,6 +93,7 @@ on_demand_held() {
 	done
 	/zdinit/zdcheck ends /dev/dax0.0 "$bytes" 11 >/dev/null 2>&1 && result=pass || result=fail
 	check held-rebind $result cycles=3
+	held_walkers "$bytes"
 	fsdax_mounted demand
 	mapped=$((64 << 20))
 	fallocate -l $mapped /mnt/mapped || fail "fallocate /mnt/mapped"
@@ -116,6 +117,40 @@ on_demand_held() {
 	step_close
 	# wait_background fails the job if the build never ends.
 	check held-released pass
+}
+
+# While units of the device-dax memmap are pending: /proc/kpageflags over
+# its pfns, test_hmm loaded and removed, and where the kernel has them
+# (the held kernel), page_owner from the device's first pfn on and a
+# memory failure injected into a pending unit.  On the held kernel a
+# read of a struct page before its unit is built is a BUG (DEBUG_VM's
+# poisoning), which the splat check sees; kpageflags must also report
+# every pfn as no page (it takes only online pfns' struct pages), and the
+# failure must be handled as one on a dax page.
+held_walkers() {
+	dax=/sys/bus/dax/devices/dax0.0
+	first=$(($(cat $dax/resource) >> 12))
+	pages=$(($1 >> 12))
+	# 8 bytes a pfn, read in whole 4 KiB blocks: the range is 2 MiB aligned.
+	flags=$(dd if=/proc/kpageflags bs=4096 skip=$((first / 512)) \
+		count=$((pages / 512)) 2>/dev/null | od -An -v -tx8 |
+		tr -s ' ' '\n' | grep . | sort | uniq -c | tr -s ' \n' '__')
+	[ "$flags" = "_${pages}_0000000000100000_" ] && result=pass || result=fail
+	check held-kpageflags $result pfns=$pages "flags=$flags"
+	insmod /zdinit/test_hmm.ko && rmmod test_hmm && result=pass || result=fail
+	check held-test-hmm $result
+	if [ -e /sys/kernel/debug/page_owner ]; then
+		out=$(dd if=/sys/kernel/debug/page_owner of=/dev/null bs=4096 \
+			iflag=skip_bytes skip=$first 2>&1) && result=pass || result=fail
+		check held-page-owner $result from_pfn=$first "detail=$(echo $out | tr ' ' _)"
+	fi
+	[ -e /sys/kernel/debug/hwpoison/corrupt-pfn ] || return 0
+	pfn=$((first + pages / 2 + 1))
+	kmsg
+	echo $pfn > /sys/kernel/debug/hwpoison/corrupt-pfn 2>/dev/null
+	dmesg | grep -q "Memory failure: $(printf '%#x' $pfn): recovery action for dax page" &&
+		result=pass || result=fail
+	check held-memory-failure $result pfn=$pfn
 }
 
 # With the page_ref_set tracepoint on, the memmap must take the slow path

@@ -384,9 +384,10 @@ def test_safety_checks_pass_against_stocks_recorded_outcomes():
                   "fsdax-integrity", "churn", "devprivate-too-large",
                   "odd-geometry", "ndctl-subsection", "ndctl-align",
                   "ndctl-mode-cycle", "ndctl-reconfigure",
-                  "kselftest-dax-kmem", "kselftest-mem-on-off",
-                  "held-devdax-ends", "held-rebind",
-                  "held-fsdax", "held-released"):
+                  "kselftest-dax-kmem", "kselftest-mem-on-off"):
+        assert (check, "patched") in names, check
+    for check in ("held-devdax-ends", "held-rebind", "held-kpageflags",
+                  "held-test-hmm", "held-fsdax", "held-released"):
         assert (check, "patched") in names, check
     for r in rows:
         if r["check"] in safety.SAME_AS_STOCK:
@@ -525,7 +526,10 @@ def test_full_safety_checks_pass():
     zdinit("safety", "--full")
     rows = json.loads((ROOT / "results/latest/safety.json").read_text())
     assert rows and all(r["passed"] for r in rows)
-    assert {"trace", "debug"} <= {r["kernel"] for r in rows}
+    assert {"trace", "debug", "held"} <= {r["kernel"] for r in rows}
+    held = {r["check"] for r in rows if r["kernel"] == "held"}
+    assert {"held-kpageflags", "held-page-owner", "held-memory-failure",
+            "held-released"} <= held, held
 
 
 @pytest.mark.full

@@ -66,6 +66,29 @@ def test_bench_icount_runs_its_guests_counting_without_a_probe(
     assert "-icount shift=0,align=off,sleep=off" in bench_without_work["why"]
 
 
+def test_bench_icount_leaves_the_memmap_on_demand_out(bench_without_work,
+                                                     monkeypatch):
+    """Its background build is timed in jiffies, which under -icount do not
+    follow the instructions of vCPUs that run in turn: the default
+    strategies drop it, and asking for it is refused."""
+    wanted = []
+    real = cli.wanted
+
+    def record(*args, **kw):
+        wanted.append(args[2])
+        return real(*args, **kw)
+    monkeypatch.setattr(cli, "wanted", record)
+    assert cli.main(["bench", "--icount", "--kernels", "patched",
+                     "--scenarios", "fsdax-dev", "--size", "1G",
+                     "--n", "1"]) == 0
+    assert wanted == [("stream@1", "auto")]
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["bench", "--icount", "--kernels", "patched",
+                  "--strategies", "auto,demand", "--scenarios", "fsdax-dev",
+                  "--size", "1G", "--n", "1"])
+    assert exc.value.code == 2
+
+
 def icount_run(tmp_path, monkeypatch, accel):
     """loop.measure() of one rebind record under accel; its results."""
     partial, final = tmp_path / ".run.partial", tmp_path / "run"

@@ -166,7 +166,7 @@ def cmd_safety(args):
         deps.ensure_packages()
         targets, accel, _ = under_test.prepare(
             [wanted(v, args.base, scenarios.base_strategies(args.base)
-                    if v in ("patched", "debug")
+                    if v in ("patched", "debug", "held")
                     else ("auto",)) for v in variants])
         final = safety.run(dict(zip(variants, targets)), accel, args.base,
                            full=args.full, stock_record=args.stock_record,
@@ -288,10 +288,12 @@ def check_ab(specs, rounds):
                 f"{4 * len(shares)} --rounds {len(shares)}")
 
 
-def bench_strategies(base):
-    """The series' strategies the bench runs by default on base."""
+def bench_strategies(base, icount=False):
+    """The series' strategies the bench runs by default on base; with
+    --icount, not demand (check_icount)."""
     return tuple(s for s in BENCH_STRATEGIES
-                 if scenarios.strategy_name(s) in scenarios.base_strategies(base))
+                 if scenarios.strategy_name(s) in scenarios.base_strategies(base)
+                 and not (icount and s == scenarios.ON_DEMAND))
 
 
 def check_strategies(strategies, kernels):
@@ -332,9 +334,18 @@ def kernel_list(names):
                 if build.VARIANTS[name].only_on else "") for name in names)
 
 
-def check_icount(specs):
+def check_icount(specs, strategies):
     """bench --icount: TCG counting instructions, so never KVM, and the
-    rebind scenarios alone, whose tables it labels in instructions."""
+    rebind scenarios alone, whose tables it labels in instructions; not
+    the memmap built on demand, whose background build the kernel times
+    in jiffies, which do not count the instructions of vCPUs that run in
+    turn."""
+    if scenarios.ON_DEMAND in map(scenarios.strategy_name, strategies or ()):
+        raise UsageError("argument --icount: the strategy demand is timed "
+                         "by its background build's jiffies, which do not "
+                         "count instructions: leave demand out of "
+                         "--strategies (--icount runs without it by "
+                         "default)")
     if os.environ.get("ZDINIT_ACCEL") == "kvm":
         raise UsageError("argument --icount: counts instructions under TCG and cannot "
                          "run with ZDINIT_ACCEL=kvm: unset it or leave out "
@@ -382,7 +393,7 @@ def validate_bench(args):
                              + " nor ".join(wrong) + ": give --kernels "
                              "hotplug-stock --scenarios kmem,virtio-mem")
     if args.icount:
-        check_icount(specs)
+        check_icount(specs, args.strategies)
     hotplug_only = [k for k in args.kernels if k in HOTPLUG_KERNELS]
     if hotplug_only:
         other = [s.scenario.name for s in specs if not s.scenario.hotplug]
@@ -403,7 +414,8 @@ def cmd_bench(args):
         deps.ensure_packages()
         # Onlining follows --strategies only where it is given.
         targets, accel, why = under_test.prepare(
-            [wanted(k, args.base, args.strategies or bench_strategies(args.base),
+            [wanted(k, args.base, args.strategies
+                    or bench_strategies(args.base, args.icount),
                     args.strategies, args.contiguity) for k in args.kernels],
             icount=args.icount)
         final, results = loop.measure(plan, targets, args.rounds, accel,
@@ -817,7 +829,8 @@ def parser():
                    "time per guest instruction, so the kernel's times are "
                    "instruction counts, whatever the host; the vCPUs run in "
                    "turn, so a strategy's threads are counted one after the "
-                   "other; rebind scenarios only, not with ZDINIT_ACCEL=kvm")
+                   "other; rebind scenarios only, not with ZDINIT_ACCEL=kvm "
+                   "nor the strategy demand")
     r.add_argument("--contiguity", action="store_true",
                    help="build the hotplug kernels with the zone contiguity "
                    "check and fail where a zone's flag contradicts a walk "

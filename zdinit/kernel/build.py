@@ -78,6 +78,11 @@ VARIANTS = {
     "trace": Variant(("zdinit", "trace", "series"), "zone-device"),
     # The series under KASAN, lockdep, DEBUG_VM and kmemleak.
     "debug": Variant(("zdinit", "debug", "series"), "zone-device"),
+    # The series with DEBUG_VM's struct page poisoning and the pfn walkers
+    # it changes built in, for its memmap built on demand with the
+    # background build held back (safety's on-demand-held).
+    "held": Variant(("zdinit", "held", "series"), "zone-device",
+                    only_on=("7.3",)),
     # The series with its onlining template path broken on purpose, one
     # way each (ONLINING_MUTANTS), for the test of what the kernel's
     # onlining selftests and the memmap equality check each catch.
