@@ -171,6 +171,19 @@ check() {
 	emit "check name=$name result=$result $*"
 }
 
+# Wait until the pmem driver has bound the legacy pmem range (memmap=nn!ss
+# on the command line): libnvdimm registers regions and namespaces
+# asynchronously, so it may still be binding while userspace starts;
+# wait_probe returns once every device of the bus has been probed.
+legacy_pmem_probed() {
+	e820=
+	for bus in /sys/bus/nd/devices/ndbus*; do
+		[ "$(cat "$bus/provider" 2>/dev/null)" = e820 ] && e820=$bus
+	done
+	[ -n "$e820" ] || fail "no e820 nvdimm bus: no legacy pmem range (memmap=nn!ss, CONFIG_X86_PMEM_LEGACY)"
+	cat "$e820/wait_probe" > /dev/null || fail "reading $e820/wait_probe"
+}
+
 last_strategy() {
 	echo "$USED"
 }

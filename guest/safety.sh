@@ -73,9 +73,11 @@ fsdax_verify_step() {
 # and written through its mapping (faults that take pfns from
 # pmem_dax_direct_access()) and files written with write(), all read back
 # across a rebind; then the hold released and the background build left
-# to finish.
+# to finish.  The range is legacy pmem with RAM above it, so that the pfn
+# walkers that stop at max_pfn cross its pending units.
 on_demand_held() {
 	[ -w $KNOBS/hold_background ] || fail "kernel has no $KNOBS/hold_background"
+	legacy_pmem_probed
 	set_strategy demand
 	echo Y > $KNOBS/hold_background
 	step "phase=first strategy=demand align=2M" \
@@ -125,18 +127,21 @@ on_demand_held() {
 # memory failure injected into a pending unit.  On the held kernel a
 # read of a struct page before its unit is built is a BUG (DEBUG_VM's
 # poisoning), which the splat check sees; kpageflags must also report
-# every pfn as no page (it takes only online pfns' struct pages), and the
+# no flag for any pfn (it reads only online pfns' struct pages), and the
 # failure must be handled as one on a dax page.
 held_walkers() {
 	dax=/sys/bus/dax/devices/dax0.0
 	first=$(($(cat $dax/resource) >> 12))
 	pages=$(($1 >> 12))
 	# 8 bytes a pfn, read in whole 4 KiB blocks: the range is 2 MiB aligned.
-	flags=$(dd if=/proc/kpageflags bs=4096 skip=$((first / 512)) \
-		count=$((pages / 512)) 2>/dev/null | od -An -v -tx8 |
-		tr -s ' ' '\n' | grep . | sort | uniq -c | tr -s ' \n' '__')
-	[ "$flags" = "_${pages}_0000000000100000_" ] && result=pass || result=fail
-	check held-kpageflags $result pfns=$pages "flags=$flags"
+	out=$(dd if=/proc/kpageflags of=/tmp/kpageflags bs=4096 \
+		skip=$((first / 512)) count=$((pages / 512)) 2>&1)
+	flags=$(od -An -v -tx8 /tmp/kpageflags | tr -s ' ' '\n' | grep . |
+		sort | uniq -c | tr -s ' \n' '__')
+	rm -f /tmp/kpageflags
+	[ "$flags" = "_${pages}_0000000000000000_" ] && result=pass || result=fail
+	check held-kpageflags $result first_pfn=$first pfns=$pages "flags=$flags" \
+		"detail=$(echo $out | tr ' ' _)"
 	insmod /zdinit/test_hmm.ko && rmmod test_hmm && result=pass || result=fail
 	check held-test-hmm $result
 	if [ -e /sys/kernel/debug/page_owner ]; then

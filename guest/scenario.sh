@@ -27,7 +27,7 @@ echo 'func memmap_init_zone_device +p' > /sys/kernel/debug/dynamic_debug/control
 	fail "cannot enable the memmap_init_zone_device pr_debug (DYNAMIC_DEBUG?)"
 # And, where the memmap can be built on demand, the line that says when
 # its background build finished (no such function elsewhere).
-echo 'func zone_device_memmap_build_unit +p' > /sys/kernel/debug/dynamic_debug/control 2>/dev/null
+echo 'func zone_device_memmap_built +p' > /sys/kernel/debug/dynamic_debug/control 2>/dev/null
 if [ "$VERIFY" = 1 ]; then
 	[ -w "$KNOBS/verify" ] || fail "kernel has no $KNOBS/verify"
 	echo 1 > "$KNOBS/verify"

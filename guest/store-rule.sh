@@ -22,15 +22,7 @@ report_caches() {
 # RAM.  dyndbg= on the command line switched the timing line on before
 # the drivers bound.  The host judges the line against the rule.
 boot_bind() {
-	e820=
-	for bus in /sys/bus/nd/devices/ndbus*; do
-		[ "$(cat "$bus/provider" 2>/dev/null)" = e820 ] && e820=$bus
-	done
-	[ -n "$e820" ] || fail "no e820 nvdimm bus: no legacy pmem range (memmap=nn!ss, CONFIG_X86_PMEM_LEGACY)"
-	# libnvdimm registers regions and namespaces asynchronously, so the
-	# pmem driver may still be binding while userspace starts: wait_probe
-	# returns once every device of the bus has been probed.
-	cat "$e820/wait_probe" > /dev/null || fail "reading $e820/wait_probe"
+	legacy_pmem_probed
 	# The kernel log since boot, held by the step: no kmsg has run before.
 	emit "begin phase=boot strategy=auto align="
 	kmsg

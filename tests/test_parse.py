@@ -101,7 +101,7 @@ ON_DEMAND_STEP = [
     "@@kmsg [ 2.0] memmap_init_zone_device built 32768 pages: stream, "
     "32768 struct pages written, 1 thread{on_demand}",
     "@@zdinit fault first_ns=2000000 last_ns=5500000",
-    "@@kmsg [ 2.5] zone_device_memmap_build_unit: built "
+    "@@kmsg [ 2.5] zone_device_memmap_built: built "
     "0x240000000-0x247ffffff in the background in 57ms",
     "@@zdinit done phase=rebind strategy={strategy} align= iter=1"]
 

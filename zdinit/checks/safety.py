@@ -106,6 +106,16 @@ def boot_bind_row(run, kernel):
             "raw": {"guest_llc_bytes": run.llc_bytes()}}
 
 
+# The held on-demand build's range: legacy pmem with guest RAM above it,
+# so that the pfn walkers that stop at max_pfn (/proc/kpageflags,
+# page_owner) cross its pending struct pages; an NVDIMM lies above all
+# RAM, out of their reach.
+HELD_PMEM_BYTES = 2 * GiB
+HELD_RAM_ABOVE_BYTES = 512 * MiB
+HELD_RAM_MB = scenarios.HOTPLUG_LOW_RAM_MB + \
+    (HELD_PMEM_BYTES + HELD_RAM_ABOVE_BYTES) // MiB
+HELD_CMDLINE = (f"memmap={HELD_PMEM_BYTES // MiB}M!{BOOT_PMEM_AT // GiB}G",)
+
 REDUCED = (
     Job("hmm", ("stock", "patched"), {}),
     Job("gup", ("stock", "patched"), {}),
@@ -131,7 +141,8 @@ REDUCED = (
     # (guest/safety.sh's on_demand_held): every path builds what it
     # reaches; --full does it again on the held kernel, where DEBUG_VM
     # turns a read of a struct page not yet built into a BUG.
-    Job("on-demand-held", ("patched",), {}, part="demand"),
+    Job("on-demand-held", ("patched",), {}, part="demand", nvdimms=0,
+        ram_mb=HELD_RAM_MB, cmdline=HELD_CMDLINE),
     # The range is guest RAM that is never written: the host backs the
     # pages the kernel touches, as for any other check's guest.
     Job("boot-bind", ("stock", "patched"), {}, nvdimms=0,
@@ -151,8 +162,8 @@ FULL = tuple(dataclasses.replace(job, params=dict(job.params,
     Job("debug", ("debug",), {"cycles": 2 * CHURN_WINDOW}, verify=True),
     # A kernel of its own (its DEBUG_VM, page_owner and memory failure
     # are compiled in): one more cold build than make test can afford.
-    Job("on-demand-held", ("held",), {}, part="demand",
-        cmdline=("page_owner=on",)),
+    Job("on-demand-held", ("held",), {}, part="demand", nvdimms=0,
+        ram_mb=HELD_RAM_MB, cmdline=HELD_CMDLINE + ("page_owner=on",)),
 )
 
 

@@ -28,7 +28,7 @@ REPORT_LINE = re.compile(
 # its background build has written the last unit: from when
 # memremap_pages() queued it, in milliseconds from jiffies.
 BACKGROUND_LINE = re.compile(
-    r"zone_device_memmap_build_unit: built \S+ in the background in "
+    r"zone_device_memmap_\w+: built \S+ in the background in "
     r"(?P<ms>\d+)ms")
 # Memory onlining (the series' onlining timing): move_pfn_range_to_zone()
 # times the memmap and, where it still walks (the series before it
