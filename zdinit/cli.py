@@ -805,9 +805,9 @@ def parser():
                    help="patched kernel strategies, NAME or NAME@THREADS "
                    f"(THREADS 1..{scenarios.MAX_THREADS}): "
                    + ", ".join(STRATEGIES) + " (demand: on 7.3 only, "
-                   "no @THREADS; the memmap built on demand, with rows "
-                   "'background' and, for devdax, 'fault, first 2M' and "
-                   "'fault, last 2M'), interleaved in each boot "
+                   "no @THREADS, not with --icount; the memmap built on "
+                   "demand: its row is the synchronous part, a row "
+                   "'background' the rest), interleaved in each boot "
                    "(default: " + ",".join(BENCH_STRATEGIES) + ", demand "
                    "on 7.3 only; kmem and virtio-mem "
                    "online with them only when given)")
@@ -851,7 +851,9 @@ def parser():
                         "debug-kernel checks in QEMU, the series against "
                         "stock (booted, or its recorded outcomes)")
     sf.add_argument("--full", action="store_true",
-                    help="add the tracepoint and KASAN/lockdep kernels")
+                    help="add the tracepoint and KASAN/lockdep kernels "
+                    "and, on 7.3, the held on-demand build again on the "
+                    "'held' kernel (DEBUG_VM): more cold kernel builds")
     sf.add_argument("--stock-record", action="store_true",
                     help="compare the series with stock's outcomes as "
                     "recorded in zdinit/checks/stock-safety.json instead of "

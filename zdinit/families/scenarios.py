@@ -44,9 +44,13 @@ def check_base_strategies(strategies, base):
     missing = [s for s in strategies or ()
                if strategy_name(s) not in base_strategies(base)]
     if missing:
-        raise UsageError(f"strategy {missing[0]}: base {base.name}'s series "
-                         "builds every memmap before the bind returns; "
-                         "choose from " + ", ".join(base_strategies(base)))
+        raise UsageError(f"argument --strategies: strategy {missing[0]}: "
+                         f"base {base.name}'s series builds every memmap "
+                         "before the bind returns; choose from "
+                         + ", ".join(base_strategies(base)) + ", or give "
+                         + " or ".join(f"--base {b.name}" for b in
+                                       bases.BASES.values()
+                                       if b.has_part("zone-device", "demand")))
 
 
 def strategy_name(strategy):
