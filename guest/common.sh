@@ -22,43 +22,34 @@ KNOBS=/sys/kernel/debug/zone_device_memmap
 emit() { echo "@@zdinit $*"; }
 
 # Forward the kernel log to the host; remember the strategy the kit's
-# last memmap_init_zone_device() report names (stock kernels print none),
-# and whether a memmap it left to be built on demand is still being built
-# in the background (BUILDING=1 until the kernel says it finished).
+# last memmap_init_zone_device() report names (stock kernels print none).
 USED=none
-BUILDING=0
-ON_DEMAND_REPORT=', on demand'
-BACKGROUND_DONE='in the background in'
 kmsg() {
 	log=$(dmesg -c)
 	[ -n "$log" ] || return 0
 	echo "$log" | sed 's/^/@@kmsg /'
 	used=$(echo "$log" | sed -n 's/.*memmap_init_zone_device built [0-9]* pages: \([a-z]*\),.*/\1/p' | tail -n 1)
 	[ -n "$used" ] && USED=$used
-	echo "$log" | grep -q "memmap_init_zone_device built .*$ON_DEMAND_REPORT" && BUILDING=1
-	echo "$log" | grep -q "$BACKGROUND_DONE [0-9]*ms" && BUILDING=0
 	return 0
 }
 
-# Wait for the background build kmsg saw start, its line forwarded with
-# the step's, so that the next step does not cut it short.  zdkmsg sleeps
-# until the kernel logs the line: a loop of sleep and dmesg would take a
+# If the step's command left a memmap to be built on demand (the kit's
+# report ends ", on demand"), sleep until the kernel says its background
+# build finished, before kmsg reads the step's log: the build's line goes
+# with the step, the next step does not cut it short, and the guest stays
+# idle while it runs, as it does while a synchronous bind runs.  zdkmsg
+# sleeps in a read of /dev/kmsg: a loop of sleep and dmesg would take a
 # vCPU from the build it waits for.
-wait_background() {
-	while [ $BUILDING = 1 ]; do
-		/zdinit/zdkmsg wait "$BACKGROUND_DONE" 600 ||
-			fail "no background build finished within 600 s"
-		kmsg
-	done
+settle_background() {
+	/zdinit/zdkmsg wait 'in the background in' 600 ', on demand' ||
+		fail "no background build finished within 600 s"
 }
 
-# The same before kmsg has read the step's log: if the bind left a memmap
-# to be built on demand (the kit's report), sleep until the background
-# build ends, the step's log and trace still unread, so that the guest
-# stays idle while it runs, as it does while a synchronous bind runs.
-settle_background() {
-	/zdinit/zdkmsg wait "$BACKGROUND_DONE" 600 "$ON_DEMAND_REPORT" ||
-		fail "no background build finished within 600 s"
+# Run "$@", then settle_background: a step command whose background
+# build belongs to the step.
+settled() {
+	"$@" || return 1
+	settle_background
 }
 
 fail() {

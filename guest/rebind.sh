@@ -33,9 +33,7 @@ bind_and_rebind() {
 	first=${STRATEGIES%% *}
 	set_strategy "$first"
 	trace_arm rebind
-	step_run "phase=first strategy=$first align=$align" "$@"
-	wait_background
-	step_close
+	step "phase=first strategy=$first align=$align" settled "$@"
 	show_geometry "$align"
 	each_round rebind_step
 }

@@ -114,10 +114,8 @@ on_demand_held() {
 	umount /mnt
 	check held-fsdax $result files=4 mapped=$mapped "detail=$(echo $out | tr ' ' _)"
 	echo N > $KNOBS/hold_background
-	step_run "phase=rebind strategy=demand align= iter=released" rebind
-	wait_background
-	step_close
-	# wait_background fails the job if the build never ends.
+	step "phase=rebind strategy=demand align= iter=released" settled rebind
+	# settle_background fails the job if the build never ends.
 	check held-released pass
 }
 

@@ -2,7 +2,7 @@
 /*
  * zdkmsg: wait for the kernel to log a line, asleep, for the steps that
  * wait for work the kernel goes on with after the step's command returned
- * (guest/common.sh wait_background).  Built statically on the host and
+ * (guest/common.sh settle_background).  Built statically on the host and
  * run in the guest:
  *
  *   zdkmsg wait TEXT SECONDS [AFTER]
