@@ -61,10 +61,10 @@ BASE_SERIES = {"6.12": ("zone-device", "clear"),
 # kernel build more than make test's time from an empty cache holds.
 HOME = bases.DEFAULT
 BACKPORT = "6.12"
-# The memmap's cases that build on demand (three, for four geometries),
+# The memmap's cases that build on demand (four, for four geometries),
 # on a base whose series has them; one skips, its 1 GiB range having a
 # single unit.
-ON_DEMAND_CASES = 12
+ON_DEMAND_CASES = 16
 
 
 def kunit_line(base, skipped=0):
